@@ -1,0 +1,58 @@
+"""The one exception hierarchy of ticdc-sink.
+
+Every error the project raises on purpose derives from :class:`TicdcSinkError`, so a caller can
+catch the family, and each layer adds the specific errors it needs here, in one place.
+"""
+
+from __future__ import annotations
+
+
+class TicdcSinkError(Exception):
+    """Base of every error raised on purpose by ticdc-sink."""
+
+
+class ConfigError(TicdcSinkError):
+    """A setting is missing or has a value that is not allowed."""
+
+
+class ServiceError(TicdcSinkError):
+    """A local service could not be installed, started or reached."""
+
+
+class DecodeError(TicdcSinkError):
+    """A message does not decode under its protocol.
+
+    ``protocol`` names the codec, ``event_index`` the event within the message (when known) and
+    ``where`` the byte offset or field at which decoding failed.
+    """
+
+    def __init__(
+        self,
+        protocol: str,
+        reason: str,
+        *,
+        event_index: int | None = None,
+        where: str | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.reason = reason
+        self.event_index = event_index
+        self.where = where
+        parts = [f"{protocol}: {reason}"]
+        if event_index is not None:
+            parts.append(f"event {event_index}")
+        if where is not None:
+            parts.append(f"at {where}")
+        super().__init__(", ".join(parts))
+
+
+class EncodeError(TicdcSinkError):
+    """Events cannot be encoded under a protocol (a value of the wrong type, say)."""
+
+
+class StagingError(TicdcSinkError):
+    """Redis staging failed or holds data that breaks an invariant."""
+
+
+class ApplyError(TicdcSinkError):
+    """The downstream rejected a batch in a way that retrying will not fix."""

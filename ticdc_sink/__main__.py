@@ -1,0 +1,5 @@
+import sys
+
+from ticdc_sink.cli import main
+
+sys.exit(main())

@@ -1,0 +1,84 @@
+"""The ``ticdc-sink`` command: one entry point, a subcommand per job."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from config.errors import TicdcSinkError
+from config.settings import Settings, load_settings
+from ticdc_sink import __version__
+
+# Exit codes: 2 is argparse's and the decoder's "bad input"; 1 is any other failure.
+EXIT_FAILURE = 1
+EXIT_BAD_INPUT = 2
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _services(args: argparse.Namespace) -> int:
+    from ticdc_sink.services import services_down, services_status, services_up
+
+    if args.action == "up":
+        for service, state in services_up():
+            print(f"{service.name:8} {service.endpoint}  {state}")
+    elif args.action == "down":
+        for service, stopped in services_down():
+            print(f"{service.name:8} {'stopped' if stopped else 'not ours or not running'}")
+    else:
+        for service, state in services_status():
+            print(f"{service.name:8} {service.endpoint}  {state}")
+    return 0
+
+
+def _decode(args: argparse.Namespace) -> int:
+    from ticdc_sink.decode_command import run_decode
+
+    return run_decode(args.protocol, args.key, args.value)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ticdc-sink",
+        description="Replicate TiDB changes from TiCDC's Kafka topics into MySQL-compatible "
+        "databases. Settings come from --config and TICDC_SINK_* variables (env wins).",
+    )
+    parser.add_argument("--version", action="version", version=f"ticdc-sink {__version__}")
+    parser.add_argument("--config", metavar="PATH", help="TOML settings file")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    services = commands.add_parser("services", help="install, start and stop local services")
+    services.add_argument("action", choices=["up", "down", "status"])
+    services.set_defaults(handler=_services)
+
+    decode = commands.add_parser("decode", help="print the events of one Kafka message as JSON")
+    decode.add_argument(
+        "--protocol",
+        required=True,
+        choices=["open", "craft", "simple", "simple-avro", "canal-json"],
+    )
+    decode.add_argument("--key", metavar="KEYFILE", help="the Kafka key (Open Protocol)")
+    decode.add_argument("value", nargs="?", default="-", help="the Kafka value file, or -")
+    decode.set_defaults(handler=_decode)
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings for this invocation (``--config`` plus the environment)."""
+    return load_settings(args.config)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except TicdcSinkError as exc:
+        print(f"ticdc-sink {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Apache Kafka in KRaft single-node mode, its jars resolved from Maven Central with ``mvn``."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import socket
+import struct
+import uuid
+from importlib import resources
+from pathlib import Path
+
+from config.errors import ServiceError
+from ticdc_sink.services.base import (
+    Endpoint,
+    LocalService,
+    apt_install,
+    port_open,
+    run_checked,
+    state_dir,
+)
+
+CONTROLLER_PORT = 9093
+# Enough heap for a test broker; Kafka's own scripts default to 1G.
+HEAP = "-Xmx1g"
+# The Kafka API key of ApiVersions: the cheapest request every broker answers.
+_API_VERSIONS = 18
+
+
+class KafkaService(LocalService):
+    name = "kafka"
+    endpoint = Endpoint("127.0.0.1", 9092)
+
+    @property
+    def lib(self) -> Path:
+        return self.home / "lib"
+
+    def install(self) -> None:
+        if not shutil.which("java"):
+            apt_install("openjdk-17-jre-headless")
+        if (self.lib / ".complete").exists():
+            return
+        if not shutil.which("mvn"):
+            apt_install("maven")
+        self.home.mkdir(parents=True, exist_ok=True)
+        pom = self.home / "pom.xml"
+        pom.write_text(resources.files(__package__).joinpath("kafka-pom.xml").read_text())
+        run_checked(
+            [
+                "mvn", "-q", "-B", "-f", str(pom),
+                f"-Dmaven.repo.local={state_dir() / 'm2'}",
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={self.lib}",
+                "-Dmdep.includeScope=runtime",
+            ]
+        )  # fmt: skip
+        (self.lib / ".complete").touch()
+
+    def prepare(self) -> None:
+        config = self.home / "server.properties"
+        template = resources.files(__package__).joinpath("kafka-server.properties").read_text()
+        config.write_text(
+            template.format(
+                host=self.endpoint.host,
+                port=self.endpoint.port,
+                controller_port=CONTROLLER_PORT,
+                data=self.home / "data",
+            )
+        )
+        log4j = self.home / "log4j2.properties"
+        log4j.write_text(
+            resources.files(__package__).joinpath("kafka-log4j2.properties").read_text()
+        )
+        if (self.home / "data" / "meta.properties").exists():
+            return
+        # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        run_checked(
+            [*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]
+        )
+
+    def _java(self) -> list[str]:
+        return [
+            "java",
+            HEAP,
+            "-Duser.timezone=UTC",
+            f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+            f"-Dkafka.logs.dir={self.home}",
+            "-cp",
+            f"{self.lib}/*",
+        ]
+
+    def command(self) -> list[str]:
+        return [*self._java(), "kafka.Kafka", str(self.home / "server.properties")]
+
+    def answers(self) -> bool:
+        if not port_open(self.endpoint.host, self.endpoint.port):
+            return False
+        try:
+            return _api_versions_ok(self.endpoint)
+        except (OSError, ServiceError):
+            return False
+
+
+def _api_versions_ok(endpoint: Endpoint) -> bool:
+    """Send ApiVersions v0 and check that the broker answers without an error code."""
+    client = b"ticdc-sink"
+    body = struct.pack(">hhih", _API_VERSIONS, 0, 7, len(client)) + client
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=2) as sock:
+        sock.sendall(struct.pack(">i", len(body)) + body)
+        header = _recv_exact(sock, 4)
+        (size,) = struct.unpack(">i", header)
+        reply = _recv_exact(sock, size)
+    correlation, error = struct.unpack(">ih", reply[:6])
+    return correlation == 7 and error == 0
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytes:
+    chunks = bytearray()
+    while len(chunks) < size:
+        chunk = sock.recv(size - len(chunks))
+        if not chunk:
+            raise ServiceError("broker closed the connection")
+        chunks += chunk
+    return bytes(chunks)

@@ -1,0 +1,57 @@
+"""MariaDB from Debian's ``mariadb-server``: root over TCP without a password, in UTC.
+
+The passwordless root is for local development only; point ``TICDC_SINK_DOWNSTREAM`` at a real
+server with its own credentials anywhere else.
+"""
+
+from __future__ import annotations
+
+from ticdc_sink.services.base import Endpoint, LocalService, require_binary, run_checked
+
+# Large enough for bulk statements and the 200k-row benchmark table to stay in memory.
+BUFFER_POOL = "1G"
+MAX_PACKET = "256M"
+
+
+class MariaDBService(LocalService):
+    name = "mariadb"
+    endpoint = Endpoint("127.0.0.1", 3306)
+
+    @property
+    def datadir(self) -> str:
+        return str(self.home / "data")
+
+    def install(self) -> None:
+        self.binary = require_binary("mariadbd", "mariadb-server")
+        self.install_db = require_binary("mariadb-install-db", "mariadb-server")
+
+    def prepare(self) -> None:
+        if (self.home / "data" / "mysql").is_dir():
+            return
+        run_checked(
+            [
+                self.install_db,
+                f"--datadir={self.datadir}",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ]
+        )
+
+    def command(self) -> list[str]:
+        return [
+            self.binary,
+            "--no-defaults",
+            f"--datadir={self.datadir}",
+            f"--socket={self.home / 'mariadb.sock'}",
+            f"--port={self.endpoint.port}",
+            f"--bind-address={self.endpoint.host}",
+            f"--pid-file={self.home / 'mariadbd.pid'}",
+            "--user=root",
+            "--default-time-zone=+00:00",
+            "--character-set-server=utf8mb4",
+            "--collation-server=utf8mb4_bin",
+            f"--innodb-buffer-pool-size={BUFFER_POOL}",
+            f"--max-allowed-packet={MAX_PACKET}",
+            "--max-connections=500",
+        ]
