@@ -44,6 +44,7 @@ DEFAULT_BATCH_BYTES = 256 << 20
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
+_SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
 
 
 class Protocol(StrEnum):
@@ -96,7 +97,7 @@ class Downstream(BaseModel):
         return f"mysql://{self.user}{secret}@{self.host}:{self.port}/"
 
     def jdbc_url(self) -> str:
-        """The JDBC address (the ``mysql`` scheme: the ``mariadb`` one makes Spark quote with ``"``)."""
+        """The JDBC address; `mysql:`, since the `mariadb:` scheme makes Spark quote with `"`."""
         return f"jdbc:mysql://{self.host}:{self.port}/"
 
 
@@ -164,7 +165,9 @@ class Settings(BaseModel):
     @field_validator("spark_master")
     @classmethod
     def _check_master(cls, value: str) -> str:
-        if not re.match(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", value):
+        if not re.match(
+            r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", value
+        ):
             raise ValueError("must be local[*], local[N], spark://..., yarn or k8s://...")
         return value
 

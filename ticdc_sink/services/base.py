@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -111,9 +112,6 @@ class LocalService(ABC):
         """Whether the service answers on its endpoint."""
         return port_open(self.endpoint.host, self.endpoint.port)
 
-    def after_start(self) -> None:
-        """Work that needs the server up (users, settings)."""
-
     def our_pid(self) -> int | None:
         """The pid we started, if that process is still alive."""
         try:
@@ -162,7 +160,6 @@ class LocalService(ABC):
             if time.monotonic() > deadline:
                 raise ServiceError(f"{self.name} did not answer on {self.endpoint} in time")
             time.sleep(0.25)
-        self.after_start()
         return ServiceState.OURS
 
     def down(self) -> bool:
@@ -171,18 +168,14 @@ class LocalService(ABC):
         if pid is None:
             self.pid_file.unlink(missing_ok=True)
             return False
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         deadline = time.monotonic() + STOP_TIMEOUT_S
         while self._alive(pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         if self._alive(pid):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         self.pid_file.unlink(missing_ok=True)
         return True
 

@@ -76,7 +76,15 @@ class KafkaService(LocalService):
         # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         run_checked(
-            [*self._java(), "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(config)]
+            [
+                *self._java(),
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                cluster_id,
+                "-c",
+                str(config),
+            ]
         )
 
     def _java(self) -> list[str]:

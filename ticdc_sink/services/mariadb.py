@@ -6,7 +6,16 @@ server with its own credentials anywhere else.
 
 from __future__ import annotations
 
-from ticdc_sink.services.base import Endpoint, LocalService, require_binary, run_checked
+from pathlib import Path
+
+from spark_sink.session import MARIADB_JDBC_JAR
+from ticdc_sink.services.base import (
+    Endpoint,
+    LocalService,
+    apt_install,
+    require_binary,
+    run_checked,
+)
 
 # Large enough for bulk statements and the 200k-row benchmark table to stay in memory.
 BUFFER_POOL = "1G"
@@ -24,6 +33,9 @@ class MariaDBService(LocalService):
     def install(self) -> None:
         self.binary = require_binary("mariadbd", "mariadb-server")
         self.install_db = require_binary("mariadb-install-db", "mariadb-server")
+        # Spark's JDBC writer needs Connector/J; it comes with the database, not with Spark.
+        if not Path(MARIADB_JDBC_JAR).exists():
+            apt_install("libmariadb-java")
 
     def prepare(self) -> None:
         if (self.home / "data" / "mysql").is_dir():

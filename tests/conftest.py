@@ -1,0 +1,111 @@
+"""Session fixtures that connect to the real local services (`ticdc-sink services up`).
+
+Under ``CI=true`` a missing service fails the test that needs it; elsewhere it skips, so unit
+tests still run on a machine without the services.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pytest
+import redis
+
+from config.settings import Settings, load_settings
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+def service_missing(name: str, error: BaseException) -> None:
+    """Fail under CI, skip elsewhere: a service that is not there."""
+    message = f"{name} is not reachable ({error}); run `ticdc-sink services up`"
+    if IN_CI:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    return load_settings()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short name no other test uses (topics, tables, Redis prefixes)."""
+    return "t" + uuid.uuid4().hex[:10]
+
+
+@pytest.fixture
+async def kafka_admin(settings: Settings) -> AsyncIterator[Any]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka, request_timeout_ms=10_000)
+    try:
+        await admin.start()
+    except Exception as exc:
+        await admin.close()
+        service_missing("Kafka", exc)
+    yield admin
+    await admin.close()
+
+
+@pytest.fixture(scope="session")
+def redis_client(settings: Settings) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        service_missing("Redis", exc)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def mariadb_connect(settings: Settings) -> Callable[..., pymysql.connections.Connection]:
+    """A factory of PyMySQL connections to the downstream, in UTC."""
+    downstream = settings.downstream
+
+    def connect(**kwargs: Any) -> pymysql.connections.Connection:
+        return pymysql.connect(
+            host=downstream.host,
+            port=downstream.port,
+            user=downstream.user,
+            password=downstream.password.get_secret_value(),
+            init_command="SET time_zone='+00:00'",
+            autocommit=True,
+            **kwargs,
+        )
+
+    try:
+        connect().close()
+    except pymysql.MySQLError as exc:
+        service_missing("MariaDB", exc)
+    return connect
+
+
+@pytest.fixture
+def scratch_db(
+    mariadb_connect: Callable[..., pymysql.connections.Connection], unique: str
+) -> Iterator[str]:
+    """A database of its own for one test, dropped afterwards."""
+    with mariadb_connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{unique}`")
+    yield unique
+    with mariadb_connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+
+
+@pytest.fixture(scope="session")
+def spark(settings: Settings) -> Iterator[Any]:
+    from spark_sink.session import MARIADB_JDBC_JAR, build_spark
+
+    if not Path(MARIADB_JDBC_JAR).exists():
+        service_missing("MariaDB Connector/J", FileNotFoundError(MARIADB_JDBC_JAR))
+    session = build_spark("local[2]", "ticdc-sink-tests")
+    yield session
+    session.stop()
