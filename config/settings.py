@@ -165,9 +165,7 @@ class Settings(BaseModel):
     @field_validator("spark_master")
     @classmethod
     def _check_master(cls, value: str) -> str:
-        if not re.match(
-            r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+|mesos://.+)$", value
-        ):
+        if not _SPARK_MASTER.match(value):
             raise ValueError("must be local[*], local[N], spark://..., yarn or k8s://...")
         return value
 
