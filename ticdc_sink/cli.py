@@ -35,7 +35,7 @@ def _services(args: argparse.Namespace) -> int:
 def _decode(args: argparse.Namespace) -> int:
     from ticdc_sink.decode_command import run_decode
 
-    return run_decode(args.protocol, args.key, args.value)
+    return run_decode(args.protocol, args.key, args.values)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["open", "craft", "simple", "simple-avro", "canal-json"],
     )
     decode.add_argument("--key", metavar="KEYFILE", help="the Kafka key (Open Protocol)")
-    decode.add_argument("value", nargs="?", default="-", help="the Kafka value file, or -")
+    decode.add_argument(
+        "values",
+        nargs="*",
+        metavar="VALUEFILE",
+        help="Kafka value files (default: stdin, '-'); one codec decodes them in turn",
+    )
     decode.set_defaults(handler=_decode)
     return parser
 

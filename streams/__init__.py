@@ -1,0 +1,1 @@
+"""The Faust side: codecs, the normalized event model, Redis staging and watermarks."""

@@ -1,0 +1,35 @@
+"""Decoders and encoders for every protocol TiCDC writes to Kafka.
+
+The codecs know nothing of Faust, Redis or Spark: bytes in, :mod:`streams.model` events out.
+"""
+
+from __future__ import annotations
+
+from config.settings import Protocol
+from streams.codecs.base import Codec, KafkaMessage
+from streams.codecs.open_protocol import OpenProtocolCodec
+
+
+def codec_for(protocol: Protocol | str) -> Codec:
+    """A new codec for ``protocol`` (stateful codecs keep their schema cache per instance)."""
+    protocol = Protocol(protocol)
+    if protocol is Protocol.OPEN:
+        return OpenProtocolCodec()
+    if protocol is Protocol.CRAFT:
+        from streams.codecs.craft import CraftCodec
+
+        return CraftCodec()
+    if protocol is Protocol.SIMPLE:
+        from streams.codecs.simple import SimpleJSONCodec
+
+        return SimpleJSONCodec()
+    if protocol is Protocol.SIMPLE_AVRO:
+        from streams.codecs.simple import SimpleAvroCodec
+
+        return SimpleAvroCodec()
+    from streams.codecs.canal_json import CanalJSONCodec
+
+    return CanalJSONCodec()
+
+
+__all__ = ["Codec", "KafkaMessage", "codec_for"]

@@ -1,0 +1,36 @@
+"""The abstract codec every protocol implements, and the Kafka message it reads and writes."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from streams.model import Event
+
+# A decoded message larger than this is refused: TiCDC's max-message-bytes tops out at 1 GiB and
+# the default is 10 MiB, so 256 MiB leaves room while bounding memory for hostile input.
+MAX_MESSAGE_BYTES = 256 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaMessage:
+    """One Kafka record's key and value (the key is ``None`` where the protocol has none)."""
+
+    key: bytes | None
+    value: bytes
+
+
+class Codec(ABC):
+    """Decodes Kafka messages of one protocol into events, and encodes events the way TiCDC does."""
+
+    protocol: ClassVar[str]
+
+    @abstractmethod
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        """The events of one message, in message order; raises ``DecodeError`` on bad input."""
+
+    @abstractmethod
+    def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
+        """Messages carrying ``events`` in order, batched as TiCDC batches this protocol."""

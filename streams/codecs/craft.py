@@ -1,0 +1,548 @@
+"""TiCDC Craft: a columnar binary protocol with varints, delta chunks and a term dictionary.
+
+Message layout::
+
+    uvarint version | headers | bodies | term dictionary | size tables | reversed uvarint size
+
+Headers are five chunks over all events (commit ts as delta uvarints, event types, partition ids,
+schema and table term ids as delta varints). Size tables give the header and dictionary sizes,
+each body's size, and for row events each column group's size; the last bytes of the message are
+the size of the size tables as a uvarint written most significant group first.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from config.errors import DecodeError, EncodeError
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.values import as_bytes, text_or_bytes
+from streams.model import (
+    BLOB_TYPES,
+    CHAR_TYPES,
+    FLOAT_TYPES,
+    INTEGER_TYPES,
+    NULL_TYPES,
+    STRING_TYPES,
+    ColumnFlag,
+    ColumnType,
+    DDLEvent,
+    Event,
+    MySQLType,
+    Op,
+    Resolved,
+    RowChange,
+    Value,
+    column_type,
+)
+
+PROTOCOL = "craft"
+VERSION = 1
+TYPE_ROW, TYPE_DDL, TYPE_RESOLVED = 1, 2, 3
+GROUP_NEW, GROUP_OLD = 1, 2
+NULL_ID = -1
+# A uvarint of a uint64 takes at most 10 bytes.
+MAX_VARINT_BYTES = 10
+_MASK64 = (1 << 64) - 1
+_FLOAT64 = struct.Struct("<d")
+
+
+class _Reader:
+    """Cursor over one region of a message; every error names the absolute byte offset."""
+
+    __slots__ = ("data", "end", "pos")
+
+    def __init__(self, data: bytes, start: int, end: int) -> None:
+        self.data = data
+        self.pos = start
+        self.end = end
+
+    def fail(self, reason: str, event: int | None = None) -> DecodeError:
+        return DecodeError(PROTOCOL, reason, event_index=event, where=f"byte {self.pos}")
+
+    def remaining(self) -> int:
+        return self.end - self.pos
+
+    def byte(self) -> int:
+        if self.pos >= self.end:
+            raise self.fail("buffer underflow reading a byte")
+        value = self.data[self.pos]
+        self.pos += 1
+        return value
+
+    def uvarint(self) -> int:
+        data, pos, end = self.data, self.pos, self.end
+        result = shift = 0
+        for count in range(MAX_VARINT_BYTES):
+            if pos >= end:
+                raise self.fail("buffer underflow inside a varint")
+            byte = data[pos]
+            pos += 1
+            if byte < 0x80:
+                if count == MAX_VARINT_BYTES - 1 and byte > 1:
+                    raise self.fail("varint overflows 64 bits")
+                self.pos = pos
+                return result | byte << shift
+            result |= (byte & 0x7F) << shift
+            shift += 7
+        raise self.fail("varint longer than 10 bytes")
+
+    def varint(self) -> int:
+        raw = self.uvarint()
+        return (raw >> 1) ^ -(raw & 1)
+
+    def length(self, what: str, nullable: bool = False) -> int:
+        size = self.varint() if nullable else self.uvarint()
+        if nullable and size == -1:
+            return -1
+        if size < 0 or size > self.remaining():
+            raise self.fail(f"{what} length {size} runs past the end ({self.remaining()} left)")
+        return size
+
+    def count(self, what: str) -> int:
+        """An element count: each element takes at least one byte, which bounds allocation."""
+        size = self.uvarint()
+        if size > self.remaining():
+            raise self.fail(f"{what} count {size} exceeds the {self.remaining()} bytes left")
+        return size
+
+    def take(self, size: int) -> bytes:
+        if size > self.remaining():
+            raise self.fail(f"need {size} bytes, {self.remaining()} left")
+        chunk = self.data[self.pos : self.pos + size]
+        self.pos += size
+        return chunk
+
+    def uvarint_chunk(self, size: int) -> list[int]:
+        return [self.uvarint() for _ in range(size)]
+
+    def delta_uvarint_chunk(self, size: int) -> list[int]:
+        values = []
+        last = 0
+        for index in range(size):
+            delta = self.uvarint()
+            last = delta if index == 0 else (last + delta) & _MASK64
+            values.append(last)
+        return values
+
+    def delta_varint_chunk(self, size: int) -> list[int]:
+        values = []
+        last = 0
+        for index in range(size):
+            delta = self.varint()
+            last = delta if index == 0 else _wrap64(last + delta)
+            values.append(last)
+        return values
+
+    def nullable_bytes_chunk(self, size: int) -> list[bytes | None]:
+        lengths = [self.length("value", nullable=True) for _ in range(size)]
+        return [None if n == -1 else self.take(n) for n in lengths]
+
+    def string_chunk(self, size: int) -> list[str]:
+        lengths = [self.length("term") for _ in range(size)]
+        out = []
+        for n in lengths:
+            start = self.pos
+            try:
+                out.append(self.take(n).decode("utf-8"))
+            except UnicodeDecodeError:
+                self.pos = start
+                raise self.fail("term is not UTF-8") from None
+        return out
+
+
+def _wrap64(value: int) -> int:
+    value &= _MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _reversed_uvarint(data: bytes) -> tuple[int, int]:
+    """The uvarint at the end of ``data`` written most significant group first; (value, bytes)."""
+    result = shift = 0
+    pos = len(data) - 1
+    for count in range(MAX_VARINT_BYTES):
+        if pos < 0:
+            break
+        byte = data[pos]
+        if byte < 0x80:
+            return result | byte << shift, count + 1
+        result |= (byte & 0x7F) << shift
+        shift += 7
+        pos -= 1
+    raise DecodeError(PROTOCOL, "bad size-table length at the end of the message", where="end")
+
+
+class _Message:
+    """The parsed frame of a message: size tables, term dictionary and each region's offsets."""
+
+    def __init__(self, data: bytes) -> None:
+        head = _Reader(data, 0, len(data))
+        version = head.uvarint()
+        if version != VERSION:
+            raise DecodeError(PROTOCOL, f"unsupported version {version}", where="byte 0")
+        tables_size, tail = _reversed_uvarint(data)
+        tables_end = len(data) - tail
+        tables_start = tables_end - tables_size
+        if tables_start < head.pos:
+            raise DecodeError(PROTOCOL, "size tables overlap the header", where=f"byte {tables_end}")
+        reader = _Reader(data, tables_start, tables_end)
+        self.tables: list[list[int]] = []
+        while reader.remaining():
+            self.tables.append(reader.delta_varint_chunk(reader.count("size table")))
+        if len(self.tables) < 2 or len(self.tables[0]) != 2:
+            raise DecodeError(PROTOCOL, "size tables lack the meta or body table", where="tables")
+        header_size, dict_size = self.tables[0]
+        bodies = self.tables[1]
+        if min([header_size, dict_size, *bodies]) < 0:
+            raise DecodeError(PROTOCOL, "negative size in the size tables", where="tables")
+        self.data = data
+        self.header_start = head.pos
+        self.body_start = head.pos + header_size
+        dict_start = self.body_start + sum(bodies)
+        if dict_start + dict_size != tables_start:
+            raise DecodeError(
+                PROTOCOL,
+                "sizes in the size tables do not add up to the message length",
+                where=f"byte {dict_start}",
+            )
+        self.body_offsets = [self.body_start]
+        for size in bodies:
+            self.body_offsets.append(self.body_offsets[-1] + size)
+        self.terms: list[str] = []
+        if dict_size:
+            terms = _Reader(data, dict_start, dict_start + dict_size)
+            self.terms = terms.string_chunk(terms.count("term dictionary"))
+
+    @property
+    def count(self) -> int:
+        return len(self.tables[1])
+
+    def term(self, term_id: int, event: int) -> str | None:
+        if term_id == NULL_ID:
+            return None
+        if not 0 <= term_id < len(self.terms):
+            raise DecodeError(PROTOCOL, f"term id {term_id} not in the dictionary", event_index=event)
+        return self.terms[term_id]
+
+
+def _decode_value(kind: ColumnType, raw: bytes | None, name: str, event: int) -> Value:
+    if raw is None:
+        return None
+    mysql_type = kind.mysql_type
+    try:
+        if mysql_type in INTEGER_TYPES:
+            reader = _Reader(raw, 0, len(raw))
+            return reader.uvarint() if kind.is_unsigned else reader.varint()
+        if mysql_type == MySQLType.YEAR:
+            return _Reader(raw, 0, len(raw)).varint()
+        if mysql_type in (MySQLType.BIT, MySQLType.ENUM, MySQLType.SET):
+            return _Reader(raw, 0, len(raw)).uvarint()
+        if mysql_type in FLOAT_TYPES:
+            return float(_FLOAT64.unpack(raw)[0])
+        if mysql_type in STRING_TYPES:
+            return raw.decode("utf-8")
+        if mysql_type in NULL_TYPES:
+            return None
+        if mysql_type in BLOB_TYPES or mysql_type in CHAR_TYPES:
+            return raw if kind.is_binary else text_or_bytes(raw)
+    except (DecodeError, struct.error, UnicodeDecodeError) as exc:
+        reason = exc.reason if isinstance(exc, DecodeError) else str(exc)
+        raise DecodeError(
+            PROTOCOL, f"bad value: {reason}", event_index=event, where=f"column {name}"
+        ) from None
+    return raw
+
+
+def _encode_value(kind: ColumnType, value: Value, name: str) -> bytes | None:
+    if value is None:
+        return None
+    mysql_type = kind.mysql_type
+    try:
+        if mysql_type in INTEGER_TYPES:
+            return _uvarint(value) if kind.is_unsigned else _varint(value)  # type: ignore[arg-type]
+        if mysql_type == MySQLType.YEAR:
+            return _varint(value)  # type: ignore[arg-type]
+        if mysql_type in (MySQLType.BIT, MySQLType.ENUM, MySQLType.SET):
+            return _uvarint(value)  # type: ignore[arg-type]
+        if mysql_type in FLOAT_TYPES:
+            return _FLOAT64.pack(value)
+        if mysql_type in NULL_TYPES:
+            return None
+        return as_bytes(value)  # type: ignore[arg-type]
+    except (TypeError, struct.error, AttributeError) as exc:
+        raise EncodeError(f"column {name}: cannot encode {value!r} as type {mysql_type}") from exc
+
+
+def _uvarint(value: int) -> bytes:
+    if not 0 <= value <= _MASK64:
+        raise TypeError("out of uint64 range")
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _varint(value: int) -> bytes:
+    if not -(1 << 63) <= value < 1 << 63:
+        raise TypeError("out of int64 range")
+    return _uvarint(((value << 1) ^ (value >> 63)) & _MASK64)
+
+
+class _Writer:
+    __slots__ = ("out",)
+
+    def __init__(self) -> None:
+        self.out = bytearray()
+
+    def uvarint(self, value: int) -> None:
+        self.out += _uvarint(value)
+
+    def varint(self, value: int) -> None:
+        self.out += _varint(value)
+
+    def delta_uvarint_chunk(self, values: Sequence[int]) -> None:
+        last = values[0]
+        self.uvarint(last)
+        for value in values[1:]:
+            self.uvarint((value - last) & _MASK64)
+            last = value
+
+    def delta_varint_chunk(self, values: Sequence[int]) -> None:
+        last = values[0]
+        self.varint(last)
+        for value in values[1:]:
+            self.varint(_wrap64(value - last))
+            last = value
+
+
+class _Terms:
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+
+    def id(self, term: str | None) -> int:
+        if term is None:
+            return NULL_ID
+        return self.ids.setdefault(term, len(self.ids))
+
+
+class CraftCodec(Codec):
+    """Craft, version 1 (the Kafka key is empty)."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, max_batch: int = 4096) -> None:
+        self.max_batch = max_batch
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        if len(value) > MAX_MESSAGE_BYTES:
+            raise DecodeError(PROTOCOL, f"message over {MAX_MESSAGE_BYTES} bytes")
+        if not value:
+            raise DecodeError(PROTOCOL, "empty message", where="byte 0")
+        message = _Message(bytes(value))
+        count = message.count
+        header = _Reader(message.data, message.header_start, message.body_start)
+        timestamps = header.delta_uvarint_chunk(count)
+        types = header.uvarint_chunk(count)
+        partitions = header.delta_varint_chunk(count)
+        schemas = header.delta_varint_chunk(count)
+        tables = header.delta_varint_chunk(count)
+        if header.remaining():
+            raise header.fail("headers are longer than the chunks they hold")
+        events: list[Event] = []
+        rows = 0
+        for index in range(count):
+            body = _Reader(message.data, message.body_offsets[index], message.body_offsets[index + 1])
+            kind = types[index]
+            schema = message.term(schemas[index], index)
+            table = message.term(tables[index], index)
+            if kind == TYPE_RESOLVED:
+                events.append(Resolved(timestamps[index]))
+            elif kind == TYPE_DDL:
+                action = body.uvarint()
+                query = body.take(body.length("query"))
+                try:
+                    text = query.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise body.fail("DDL query is not UTF-8", index) from None
+                events.append(DDLEvent(timestamps[index], schema, table, text, action))
+            elif kind == TYPE_ROW:
+                if 2 + rows >= len(message.tables):
+                    raise body.fail("row event without its column group size table", index)
+                group_sizes = message.tables[2 + rows]
+                rows += 1
+                op, columns, new, old = self._row(body, group_sizes, message, index)
+                partition = None if partitions[index] == NULL_ID else partitions[index]
+                events.append(
+                    RowChange(
+                        timestamps[index],
+                        schema or "",
+                        table or "",
+                        op,
+                        columns,
+                        new,
+                        old,
+                        partition_id=partition,
+                    )
+                )
+            else:
+                raise body.fail(f"unknown event type {kind}", index)
+        return events
+
+    @staticmethod
+    def _row(
+        body: _Reader, group_sizes: list[int], message: _Message, index: int
+    ) -> tuple[Op, dict[str, ColumnType], dict[str, Value] | None, dict[str, Value] | None]:
+        columns: dict[str, ColumnType] = {}
+        images: dict[int, dict[str, Value]] = {}
+        for size in group_sizes:
+            if size < 0 or size > body.remaining():
+                raise body.fail(f"column group of {size} bytes does not fit its event", index)
+            group = _Reader(body.data, body.pos, body.pos + size)
+            body.pos += size
+            group_type = group.byte()
+            if group_type not in (GROUP_NEW, GROUP_OLD):
+                raise group.fail(f"unknown column group type {group_type}", index)
+            width = group.count("column")
+            names = [message.term(i, index) for i in group.delta_varint_chunk(width)]
+            types = group.uvarint_chunk(width)
+            flags = group.uvarint_chunk(width)
+            values = group.nullable_bytes_chunk(width)
+            image: dict[str, Value] = {}
+            for name, mysql_type, flag, raw in zip(names, types, flags, values, strict=True):
+                if name is None or mysql_type > 0xFF or flag >= 1 << 16:
+                    raise group.fail("bad column name, type or flags", index)
+                kind = column_type(mysql_type, flag)
+                columns[name] = kind
+                image[name] = _decode_value(kind, raw, name, index)
+            images[group_type] = image
+        if body.remaining():
+            raise body.fail("row body is longer than its column groups", index)
+        new, old = images.get(GROUP_NEW), images.get(GROUP_OLD)
+        if new is None and old is None:
+            raise body.fail("row event without columns", index)
+        op = Op.UPDATE if new is not None and old is not None else Op.INSERT
+        if new is None:
+            op = Op.DELETE
+        return op, columns, new, old
+
+    def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
+        messages: list[KafkaMessage] = []
+        rows: list[RowChange] = []
+        for event in events:
+            if isinstance(event, RowChange):
+                rows.append(event)
+                if len(rows) >= self.max_batch:
+                    messages.append(_encode_rows(rows))
+                    rows = []
+                continue
+            if rows:
+                messages.append(_encode_rows(rows))
+                rows = []
+            if isinstance(event, DDLEvent):
+                if not isinstance(event.ddl_type, int):
+                    raise EncodeError("craft DDL types are integers")
+                messages.append(_encode_single(event.commit_ts, TYPE_DDL, event))
+            elif isinstance(event, Resolved):
+                messages.append(_encode_single(event.commit_ts, TYPE_RESOLVED, None))
+            else:
+                raise EncodeError(f"craft has no {type(event).__name__} event")
+        if rows:
+            messages.append(_encode_rows(rows))
+        return messages
+
+
+def _finish(
+    headers: _Writer, bodies: list[bytes], terms: _Terms, group_tables: list[list[int]]
+) -> KafkaMessage:
+    out = _Writer()
+    out.uvarint(VERSION)
+    out.out += headers.out
+    for body in bodies:
+        out.out += body
+    dict_start = len(out.out)
+    if terms.ids:
+        out.uvarint(len(terms.ids))
+        for term in terms.ids:
+            out.uvarint(len(term.encode()))
+        for term in terms.ids:
+            out.out += term.encode()
+    tables = [[len(headers.out), len(out.out) - dict_start], [len(b) for b in bodies]]
+    tables.extend(group_tables)
+    size_start = len(out.out)
+    for table in tables:
+        out.uvarint(len(table))
+        out.delta_varint_chunk(table)
+    size = _uvarint(len(out.out) - size_start)
+    out.out += size[::-1]
+    return KafkaMessage(b"", bytes(out.out))
+
+
+def _encode_single(ts: int, kind: int, ddl: DDLEvent | None) -> KafkaMessage:
+    terms = _Terms()
+    headers = _Writer()
+    headers.delta_uvarint_chunk([ts])
+    headers.uvarint(kind)
+    headers.delta_varint_chunk([NULL_ID])
+    schema = ddl.schema or None if ddl else None
+    table = ddl.table or None if ddl else None
+    headers.delta_varint_chunk([terms.id(schema)])
+    headers.delta_varint_chunk([terms.id(table)])
+    body = _Writer()
+    if ddl is not None:
+        query = ddl.query.encode()
+        body.uvarint(int(ddl.ddl_type))
+        body.uvarint(len(query))
+        body.out += query
+    return _finish(headers, [bytes(body.out)], terms, [])
+
+
+def _encode_rows(rows: list[RowChange]) -> KafkaMessage:
+    terms = _Terms()
+    headers = _Writer()
+    headers.delta_uvarint_chunk([row.commit_ts for row in rows])
+    for _ in rows:
+        headers.uvarint(TYPE_ROW)
+    headers.delta_varint_chunk([NULL_ID if r.partition_id is None else r.partition_id for r in rows])
+    headers.delta_varint_chunk([terms.id(row.schema or None) for row in rows])
+    headers.delta_varint_chunk([terms.id(row.table or None) for row in rows])
+    bodies: list[bytes] = []
+    group_tables: list[list[int]] = []
+    for row in rows:
+        body = bytearray()
+        sizes = []
+        for group_type, image in ((GROUP_NEW, row.new), (GROUP_OLD, row.old)):
+            if not image:
+                continue
+            group = _encode_group(group_type, image, row.columns, terms)
+            sizes.append(len(group))
+            body += group
+        bodies.append(bytes(body))
+        group_tables.append(sizes)
+    return _finish(headers, bodies, terms, group_tables)
+
+
+def _encode_group(
+    group_type: int, image: dict[str, Value], columns: dict[str, ColumnType], terms: _Terms
+) -> bytes:
+    writer = _Writer()
+    writer.out.append(group_type)
+    writer.uvarint(len(image))
+    writer.delta_varint_chunk([terms.id(name) for name in image])
+    kinds = [columns[name] for name in image]
+    for kind in kinds:
+        writer.uvarint(kind.mysql_type)
+    for kind in kinds:
+        writer.uvarint(kind.flags)
+    values = [_encode_value(k, v, n) for (n, v), k in zip(image.items(), kinds, strict=True)]
+    for raw in values:
+        writer.varint(-1 if raw is None else len(raw))
+    for raw in values:
+        if raw is not None:
+            writer.out += raw
+    return bytes(writer.out)
+
+
+__all__ = ["CraftCodec", "ColumnFlag"]

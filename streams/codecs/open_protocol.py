@@ -1,0 +1,312 @@
+"""TiCDC Open Protocol: JSON events framed by 8-byte big-endian lengths, several per message.
+
+Key: version (int64, must be 1), then ``length, key JSON`` pairs. Value: ``length, value JSON``
+pairs, one per key. Rows carry ``u`` (new), ``p`` (old, updates only) or ``d`` (deleted);
+each column is ``{"t": type, "h": handle?, "f": flags, "v": value}`` where BLOB/TEXT values are
+base64 and binary CHAR/VARCHAR values are Go-escaped strings.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from config.errors import DecodeError, EncodeError
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
+from streams.model import (
+    BLOB_TYPES,
+    CHAR_TYPES,
+    ColumnFlag,
+    ColumnType,
+    DDLEvent,
+    Event,
+    Op,
+    Resolved,
+    RowChange,
+    Value,
+    column_type,
+)
+
+PROTOCOL = "open"
+VERSION = 1
+# TiCDC's default max-batch-size: row events per message.
+DEFAULT_MAX_BATCH = 16
+KEY_ROW, KEY_DDL, KEY_RESOLVED = 1, 2, 3
+_LENGTH = struct.Struct(">Q")
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def split_frames(data: bytes, skip: int, what: str) -> list[bytes]:
+    """The length-prefixed frames of ``data`` after its first ``skip`` bytes."""
+    frames = []
+    size = len(data)
+    pos = skip
+    while pos < size:
+        if pos + 8 > size:
+            raise DecodeError(PROTOCOL, f"{what} ends inside a length", where=f"byte {pos}")
+        (length,) = _LENGTH.unpack_from(data, pos)
+        pos += 8
+        if length > size - pos:
+            raise DecodeError(
+                PROTOCOL,
+                f"{what} frame of {length} bytes runs past the end ({size - pos} left)",
+                event_index=len(frames),
+                where=f"byte {pos - 8}",
+            )
+        frames.append(data[pos : pos + length])
+        pos += length
+    return frames
+
+
+def _blob(value: Any, flags: int) -> Value:
+    data = b64decode(value)
+    return data if flags & ColumnFlag.BINARY else text_or_bytes(data)
+
+
+def _char(value: Any, flags: int) -> Value:
+    return go_unquote(value) if flags & ColumnFlag.BINARY else value
+
+
+_CONVERT: dict[int, Callable[[Any, int], Value]] = {t: _blob for t in BLOB_TYPES}
+_CONVERT.update({t: _char for t in CHAR_TYPES})
+
+
+def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> dict[str, Value]:
+    if not isinstance(raw, dict):
+        raise DecodeError(PROTOCOL, f"'{side}' must be an object", event_index=index, where=side)
+    image: dict[str, Value] = {}
+    types = _TYPE_CACHE
+    for name, column in raw.items():
+        try:
+            mysql_type = column["t"]
+            flags = column.get("f")
+            value = column.get("v")
+            if flags is None:
+                # Encoders before the flag field only said whether a column is a handle.
+                flags = ColumnFlag.HANDLE_KEY if column.get("h") else 0
+            kind = types.get((mysql_type, flags))
+            if kind is None:
+                kind = _new_type(mysql_type, flags)
+            if value is not None:
+                convert = _CONVERT.get(mysql_type)
+                if convert is not None and value.__class__ is str:
+                    value = convert(value, flags)
+                elif value.__class__ not in _JSON_SCALARS:
+                    raise ValueError(f"value of type {type(value).__name__}")
+        except DecodeError:
+            raise
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise DecodeError(
+                PROTOCOL, f"bad column: {exc}", event_index=index, where=f"{side}.{name}"
+            ) from None
+        columns[name] = kind
+        image[name] = value
+    return image
+
+
+_TYPE_CACHE: dict[tuple[int, int], ColumnType] = {}
+
+
+def _new_type(mysql_type: Any, flags: Any) -> ColumnType:
+    if mysql_type.__class__ is not int or flags.__class__ is not int:
+        raise ValueError("'t' and 'f' must be integers")
+    if not 0 <= mysql_type <= 0xFF or not 0 <= flags < 1 << 16:
+        raise ValueError(f"type {mysql_type} or flags {flags} out of range")
+    kind = _TYPE_CACHE[(mysql_type, flags)] = column_type(mysql_type, flags)
+    return kind
+
+
+def _load(data: bytes, index: int, what: str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError(PROTOCOL, f"{what} is not JSON: {exc}", event_index=index) from None
+
+
+class OpenProtocolCodec(Codec):
+    """Open Protocol, version 1."""
+
+    protocol = PROTOCOL
+
+    def __init__(self, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+        self.max_batch = max_batch
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        if key is None or len(key) < 8:
+            raise DecodeError(PROTOCOL, "the key must start with the 8-byte protocol version")
+        if len(key) + len(value) > MAX_MESSAGE_BYTES:
+            raise DecodeError(PROTOCOL, f"message over {MAX_MESSAGE_BYTES} bytes")
+        (version,) = _LENGTH.unpack_from(key, 0)
+        if version != VERSION:
+            raise DecodeError(PROTOCOL, f"unsupported version {version}", where="key byte 0")
+        keys = split_frames(key, 8, "key")
+        values = split_frames(value, 0, "value")
+        if len(values) != len(keys):
+            # A resolved event's value may be absent altogether.
+            if values or any(_load(k, i, "key").get("t") != KEY_RESOLVED for i, k in enumerate(keys)):
+                raise DecodeError(
+                    PROTOCOL, f"{len(keys)} keys but {len(values)} values in one message"
+                )
+            values = [b""] * len(keys)
+        return [self._event(i, k, v) for i, (k, v) in enumerate(zip(keys, values, strict=True))]
+
+    def _event(self, index: int, key: bytes, value: bytes) -> Event:
+        header = _load(key, index, "key")
+        if not isinstance(header, dict):
+            raise DecodeError(PROTOCOL, "key must be an object", event_index=index)
+        kind = header.get("t")
+        ts = header.get("ts")
+        if ts.__class__ is not int or not 0 <= ts < 1 << 64:
+            raise DecodeError(
+                PROTOCOL, f"'ts' must be a uint64, got {ts!r}", event_index=index, where="key.ts"
+            )
+        if kind == KEY_RESOLVED:
+            return Resolved(ts)
+        schema = header.get("scm")
+        table = header.get("tbl")
+        for field, name in (("scm", schema), ("tbl", table)):
+            if name is not None and name.__class__ is not str:
+                raise DecodeError(
+                    PROTOCOL, f"'{field}' must be a string", event_index=index, where="key"
+                )
+        if kind == KEY_DDL:
+            return self._ddl(index, ts, schema, table, value)
+        if kind == KEY_ROW:
+            return self._row(index, ts, header, schema or "", table or "", value)
+        raise DecodeError(PROTOCOL, f"unknown event type {kind!r}", event_index=index, where="key.t")
+
+    @staticmethod
+    def _ddl(index: int, ts: int, schema: str | None, table: str | None, value: bytes) -> DDLEvent:
+        body = _load(value, index, "DDL value")
+        query = body.get("q") if isinstance(body, dict) else None
+        ddl_type = body.get("t", 0) if isinstance(body, dict) else None
+        if query.__class__ is not str or ddl_type.__class__ is not int:
+            raise DecodeError(
+                PROTOCOL, "a DDL value needs 'q' (string) and 't' (integer)", event_index=index
+            )
+        return DDLEvent(ts, schema or None, table or None, query, ddl_type)
+
+    @staticmethod
+    def _row(
+        index: int, ts: int, header: dict[str, Any], schema: str, table: str, value: bytes
+    ) -> RowChange:
+        if header.get("ccl"):
+            raise DecodeError(
+                PROTOCOL,
+                f"claim-check message (stored at {header['ccl']!r}) cannot be read from Kafka alone",
+                event_index=index,
+                where="key.ccl",
+            )
+        body = _load(value, index, "row value")
+        if not isinstance(body, dict):
+            raise DecodeError(PROTOCOL, "row value must be an object", event_index=index)
+        columns: dict[str, ColumnType] = {}
+        new = old = None
+        if "d" in body:
+            op = Op.DELETE
+            old = _image(body["d"], columns, index, "d")
+        elif "u" in body:
+            new = _image(body["u"], columns, index, "u")
+            op = Op.INSERT
+            if "p" in body:
+                op = Op.UPDATE
+                old = _image(body["p"], columns, index, "p")
+        else:
+            raise DecodeError(PROTOCOL, "row value has none of 'u', 'd'", event_index=index)
+        partition = header.get("ptn")
+        return RowChange(
+            ts,
+            schema,
+            table,
+            op,
+            columns,
+            new,
+            old,
+            partition_id=partition if partition.__class__ is int else None,
+            handle_key_only=bool(header.get("ohk")),
+        )
+
+    def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
+        messages: list[KafkaMessage] = []
+        keys: list[bytes] = []
+        values: list[bytes] = []
+
+        def flush() -> None:
+            if keys:
+                messages.append(_frame(keys, values))
+                keys.clear()
+                values.clear()
+
+        for event in events:
+            if isinstance(event, RowChange):
+                keys.append(orjson.dumps(_row_key(event)))
+                values.append(orjson.dumps(_row_value(event)))
+                if len(keys) >= self.max_batch:
+                    flush()
+                continue
+            flush()
+            if isinstance(event, DDLEvent):
+                key = {"ts": event.commit_ts, "scm": event.schema or "", "tbl": event.table or ""}
+                key["t"] = KEY_DDL
+                body = orjson.dumps({"q": event.query, "t": event.ddl_type})
+                messages.append(_frame([orjson.dumps(key)], [body]))
+            elif isinstance(event, Resolved):
+                key_bytes = orjson.dumps({"ts": event.commit_ts, "t": KEY_RESOLVED})
+                messages.append(_frame([key_bytes], [b""]))
+            else:
+                raise EncodeError(f"open protocol has no {type(event).__name__} event")
+        flush()
+        return messages
+
+
+def _frame(keys: list[bytes], values: list[bytes]) -> KafkaMessage:
+    key = bytearray(_LENGTH.pack(VERSION))
+    for part in keys:
+        key += _LENGTH.pack(len(part)) + part
+    value = bytearray()
+    for part in values:
+        value += _LENGTH.pack(len(part)) + part
+    return KafkaMessage(bytes(key), bytes(value))
+
+
+def _row_key(event: RowChange) -> dict[str, Any]:
+    key: dict[str, Any] = {"ts": event.commit_ts, "scm": event.schema, "tbl": event.table}
+    if event.partition_id is not None:
+        key["ptn"] = event.partition_id
+    if event.handle_key_only:
+        key["ohk"] = True
+    key["t"] = KEY_ROW
+    return key
+
+
+def _row_value(event: RowChange) -> dict[str, Any]:
+    if event.op is Op.DELETE:
+        return {"d": _encode_image(event.old or {}, event.columns)}
+    body = {"u": _encode_image(event.new or {}, event.columns)}
+    if event.op is Op.UPDATE and event.old is not None:
+        body["p"] = _encode_image(event.old, event.columns)
+    return body
+
+
+def _encode_image(image: dict[str, Value], columns: dict[str, ColumnType]) -> dict[str, Any]:
+    encoded = {}
+    for name, value in image.items():
+        kind = columns[name]
+        column: dict[str, Any] = {"t": kind.mysql_type}
+        if kind.flags & ColumnFlag.HANDLE_KEY:
+            column["h"] = True
+        column["f"] = kind.flags
+        if isinstance(value, (bytes, str)) and value is not None:
+            if kind.mysql_type in BLOB_TYPES:
+                value = b64encode(value if isinstance(value, bytes) else value.encode())
+            elif kind.mysql_type in CHAR_TYPES and kind.is_binary:
+                value = go_quote(value if isinstance(value, bytes) else value.encode())
+            elif isinstance(value, bytes):
+                raise EncodeError(f"column {name}: bytes need a BLOB type or the binary flag")
+        column["v"] = value
+        encoded[name] = column
+    return encoded
