@@ -185,7 +185,9 @@ class _Message:
         tables_end = len(data) - tail
         tables_start = tables_end - tables_size
         if tables_start < head.pos:
-            raise DecodeError(PROTOCOL, "size tables overlap the header", where=f"byte {tables_end}")
+            raise DecodeError(
+                PROTOCOL, "size tables overlap the header", where=f"byte {tables_end}"
+            )
         reader = _Reader(data, tables_start, tables_end)
         self.tables: list[list[int]] = []
         while reader.remaining():
@@ -222,7 +224,9 @@ class _Message:
         if term_id == NULL_ID:
             return None
         if not 0 <= term_id < len(self.terms):
-            raise DecodeError(PROTOCOL, f"term id {term_id} not in the dictionary", event_index=event)
+            raise DecodeError(
+                PROTOCOL, f"term id {term_id} not in the dictionary", event_index=event
+            )
         return self.terms[term_id]
 
 
@@ -354,7 +358,9 @@ class CraftCodec(Codec):
         events: list[Event] = []
         rows = 0
         for index in range(count):
-            body = _Reader(message.data, message.body_offsets[index], message.body_offsets[index + 1])
+            body = _Reader(
+                message.data, message.body_offsets[index], message.body_offsets[index + 1]
+            )
             kind = types[index]
             schema = message.term(schemas[index], index)
             table = message.term(tables[index], index)
@@ -505,7 +511,9 @@ def _encode_rows(rows: list[RowChange]) -> KafkaMessage:
     headers.delta_uvarint_chunk([row.commit_ts for row in rows])
     for _ in rows:
         headers.uvarint(TYPE_ROW)
-    headers.delta_varint_chunk([NULL_ID if r.partition_id is None else r.partition_id for r in rows])
+    headers.delta_varint_chunk(
+        [NULL_ID if r.partition_id is None else r.partition_id for r in rows]
+    )
     headers.delta_varint_chunk([terms.id(row.schema or None) for row in rows])
     headers.delta_varint_chunk([terms.id(row.table or None) for row in rows])
     bodies: list[bytes] = []
@@ -545,4 +553,4 @@ def _encode_group(
     return bytes(writer.out)
 
 
-__all__ = ["CraftCodec", "ColumnFlag"]
+__all__ = ["ColumnFlag", "CraftCodec"]

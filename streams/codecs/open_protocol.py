@@ -42,7 +42,7 @@ _JSON_SCALARS = (str, int, float, bool, type(None))
 
 def split_frames(data: bytes, skip: int, what: str) -> list[bytes]:
     """The length-prefixed frames of ``data`` after its first ``skip`` bytes."""
-    frames = []
+    frames: list[bytes] = []
     size = len(data)
     pos = skip
     while pos < size:
@@ -147,7 +147,9 @@ class OpenProtocolCodec(Codec):
         values = split_frames(value, 0, "value")
         if len(values) != len(keys):
             # A resolved event's value may be absent altogether.
-            if values or any(_load(k, i, "key").get("t") != KEY_RESOLVED for i, k in enumerate(keys)):
+            if values or any(
+                _load(k, i, "key").get("t") != KEY_RESOLVED for i, k in enumerate(keys)
+            ):
                 raise DecodeError(
                     PROTOCOL, f"{len(keys)} keys but {len(values)} values in one message"
                 )
@@ -177,7 +179,9 @@ class OpenProtocolCodec(Codec):
             return self._ddl(index, ts, schema, table, value)
         if kind == KEY_ROW:
             return self._row(index, ts, header, schema or "", table or "", value)
-        raise DecodeError(PROTOCOL, f"unknown event type {kind!r}", event_index=index, where="key.t")
+        raise DecodeError(
+            PROTOCOL, f"unknown event type {kind!r}", event_index=index, where="key.t"
+        )
 
     @staticmethod
     def _ddl(index: int, ts: int, schema: str | None, table: str | None, value: bytes) -> DDLEvent:
@@ -197,7 +201,7 @@ class OpenProtocolCodec(Codec):
         if header.get("ccl"):
             raise DecodeError(
                 PROTOCOL,
-                f"claim-check message (stored at {header['ccl']!r}) cannot be read from Kafka alone",
+                f"claim-check message stored at {header['ccl']!r}: not readable from Kafka alone",
                 event_index=index,
                 where="key.ccl",
             )

@@ -1,0 +1,488 @@
+"""TiCDC Simple protocol, JSON and Avro: one event per message, DML typed by table schemas.
+
+DML values are typed from the table schema of the message's ``(database, table, schemaVersion)``,
+which BOOTSTRAP and DDL messages announce. In JSON every value is a string (binary ones base64,
+TIMESTAMP an object ``{"location", "value"}``); Avro values are typed, with unsigned BIGINT held
+as the int64 reinterpretation of its bits.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, ClassVar
+
+import orjson
+
+from config.errors import DecodeError, EncodeError
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.compression import Compression, compress, decompress
+from streams.codecs.simple_schema import (
+    MemorySchemaStore,
+    SchemaStore,
+    column_types,
+    parse_table_schema,
+    schema_from_types,
+    table_schema_json,
+)
+from streams.codecs.values import b64decode, b64encode, format_float, text_or_bytes
+from streams.model import (
+    FLOAT_TYPES,
+    INDEX_TYPES,
+    INTEGER_TYPES,
+    Bootstrap,
+    ColumnType,
+    DDLEvent,
+    Event,
+    MySQLType,
+    Op,
+    Resolved,
+    RowChange,
+    TableSchema,
+    Value,
+    column_type,
+)
+
+VERSION = 1
+_MASK64 = (1 << 64) - 1
+_DML_TYPES = {"INSERT": Op.INSERT, "UPDATE": Op.UPDATE, "DELETE": Op.DELETE}
+_DDL_TYPES = frozenset(
+    {"CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY"}
+)
+# TiDB action codes and the Simple DDL type each one is announced as (the rest are QUERY).
+_ACTION_TYPES = {3: "CREATE", 14: "RENAME", 7: "CINDEX", 9: "CINDEX", 32: "CINDEX", 8: "DINDEX"}
+_ACTION_TYPES |= {10: "DINDEX", 33: "DINDEX", 4: "ERASE", 11: "TRUNCATE"}
+_ACTION_TYPES |= dict.fromkeys((5, 6, 12, 13, 15, 17, 18, 19, 20, 22, 23), "ALTER")
+_AVRO_NAMESPACE = "com.pingcap.simple.avro."
+# A stand-in type for a column a schema-less decode knows nothing of.
+_UNTYPED = column_type(MySQLType.VARCHAR)
+
+
+class MissingSchemaError(DecodeError):
+    """A DML message arrived before the schema version it was encoded with."""
+
+    def __init__(self, protocol: str, schema: str, table: str, version: int) -> None:
+        super().__init__(
+            protocol,
+            f"no table schema yet for {schema}.{table} at version {version}",
+            where="schemaVersion",
+        )
+        self.schema = schema
+        self.table = table
+        self.version = version
+
+
+def _uint64(value: Any, field: str) -> int:
+    if value.__class__ is not int:
+        raise ValueError(f"'{field}' must be an integer")
+    if not -(1 << 63) <= value <= _MASK64:
+        raise ValueError(f"'{field}' is out of the 64-bit range")
+    return value & _MASK64
+
+
+class _SimpleCodec(Codec):
+    """What the JSON and Avro encodings share: message semantics, schemas, typing of values."""
+
+    avro: ClassVar[bool]
+
+    def __init__(
+        self,
+        schemas: SchemaStore | None = None,
+        require_schema: bool = True,
+        compression: Compression = Compression.NONE,
+    ) -> None:
+        self.schemas = schemas if schemas is not None else MemorySchemaStore()
+        self.require_schema = require_schema
+        self.compression = compression
+        self._announced: dict[tuple[str, str], TableSchema] = {}
+
+    # --- decoding -------------------------------------------------------------------------
+
+    def _load(self, value: bytes) -> dict[str, Any]:
+        """The message as a dict shaped like the JSON form."""
+        raise NotImplementedError
+
+    def _typed(self, kind: ColumnType, raw: Any) -> Value:
+        raise NotImplementedError
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        if len(value) > MAX_MESSAGE_BYTES:
+            raise DecodeError(self.protocol, f"message over {MAX_MESSAGE_BYTES} bytes")
+        message = self._load(decompress(self.compression, value, self.protocol))
+        try:
+            return [self._event(message)]
+        except DecodeError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise DecodeError(self.protocol, f"bad message: {exc!r}", event_index=0) from None
+
+    def _event(self, message: dict[str, Any]) -> Event:
+        kind = message.get("type")
+        if kind == "WATERMARK":
+            return Resolved(_uint64(message["commitTs"], "commitTs"))
+        if kind == "BOOTSTRAP":
+            table = parse_table_schema(message["tableSchema"])
+            self.schemas.put(table)
+            return Bootstrap(table, int(message.get("buildTs") or 0))
+        if kind in _DML_TYPES:
+            return self._row(message, _DML_TYPES[kind])
+        if kind in _DDL_TYPES:
+            return self._ddl(message, kind)
+        raise DecodeError(self.protocol, f"unknown message type {kind!r}", where="type")
+
+    def _ddl(self, message: dict[str, Any], kind: str) -> DDLEvent:
+        table = pre = None
+        if message.get("tableSchema"):
+            table = parse_table_schema(message["tableSchema"])
+            self.schemas.put(table)
+        if message.get("preTableSchema"):
+            pre = parse_table_schema(message["preTableSchema"])
+            self.schemas.put(pre)
+        named = table or pre
+        sql = message["sql"]
+        if sql.__class__ is not str:
+            raise ValueError("'sql' must be a string")
+        return DDLEvent(
+            _uint64(message["commitTs"], "commitTs"),
+            named.schema or None if named else None,
+            named.table or None if named else None,
+            sql,
+            kind,
+            table_schema=table,
+            pre_table_schema=pre,
+        )
+
+    def _row(self, message: dict[str, Any], op: Op) -> RowChange:
+        schema, table = message["database"], message["table"]
+        version = _uint64(message.get("schemaVersion") or 0, "schemaVersion")
+        known = self.schemas.get(schema, table, version)
+        if known is None and self.require_schema:
+            raise MissingSchemaError(self.protocol, schema, table, version)
+        types = _cached_types(known) if known is not None else {}
+        columns: dict[str, ColumnType] = {}
+        new = self._image(message.get("data"), types, columns, "data")
+        old = self._image(message.get("old"), types, columns, "old")
+        if (op is Op.DELETE and old is None) or (op is not Op.DELETE and new is None):
+            raise DecodeError(self.protocol, f"{op.value} without its row image", where="data/old")
+        return RowChange(
+            _uint64(message["commitTs"], "commitTs"),
+            schema,
+            table,
+            op,
+            columns,
+            new,
+            old,
+            handle_key_only=bool(message.get("handleKeyOnly")),
+        )
+
+    def _image(
+        self,
+        raw: Any,
+        types: dict[str, ColumnType],
+        columns: dict[str, ColumnType],
+        side: str,
+    ) -> dict[str, Value] | None:
+        if raw is None:
+            return None
+        if not isinstance(raw, dict):
+            raise DecodeError(self.protocol, f"'{side}' must be an object", where=side)
+        image: dict[str, Value] = {}
+        for name, value in raw.items():
+            kind = types.get(name)
+            if kind is None:
+                if types:
+                    raise DecodeError(
+                        self.protocol, f"column {name!r} is not in the table schema", where=side
+                    )
+                kind = _UNTYPED
+            try:
+                image[name] = self._typed(kind, value)
+            except (ValueError, TypeError, KeyError) as exc:
+                raise DecodeError(
+                    self.protocol, f"bad value {value!r}: {exc}", where=f"{side}.{name}"
+                ) from None
+            columns[name] = kind
+        return image
+
+    # --- encoding -------------------------------------------------------------------------
+
+    def _dump(self, message: dict[str, Any]) -> bytes:
+        raise NotImplementedError
+
+    def _untyped(self, kind: ColumnType, value: Value) -> Any:
+        raise NotImplementedError
+
+    def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
+        messages: list[dict[str, Any]] = []
+        for event in events:
+            if isinstance(event, RowChange):
+                known = self._announced.get((event.schema, event.table))
+                if known is None or set(_cached_types(known)) < set(event.columns):
+                    known = schema_from_types(event.schema, event.table, event.columns, 1)
+                    messages.append(self._bootstrap(known))
+                messages.append(self._dml(event, known))
+            elif isinstance(event, Bootstrap):
+                messages.append(self._bootstrap(event.table_schema))
+            elif isinstance(event, DDLEvent):
+                messages.append(self._ddl_message(event))
+            elif isinstance(event, Resolved):
+                messages.append(
+                    {
+                        "version": VERSION,
+                        "type": "WATERMARK",
+                        "commitTs": event.commit_ts,
+                        "buildTs": 0,
+                    }
+                )
+            else:
+                raise EncodeError(f"simple protocol has no {type(event).__name__} event")
+        return [
+            KafkaMessage(None, compress(self.compression, self._dump(message)))
+            for message in messages
+        ]
+
+    def _bootstrap(self, table: TableSchema) -> dict[str, Any]:
+        self._announced[(table.schema, table.table)] = table
+        return {
+            "version": VERSION,
+            "type": "BOOTSTRAP",
+            "commitTs": 0,
+            "buildTs": 0,
+            "tableSchema": table_schema_json(table, self.avro),
+        }
+
+    def _ddl_message(self, event: DDLEvent) -> dict[str, Any]:
+        kind = event.ddl_type
+        if isinstance(kind, int):
+            kind = _ACTION_TYPES.get(kind, "QUERY")
+        if event.table_schema is not None:
+            self._announced[(event.table_schema.schema, event.table_schema.table)] = (
+                event.table_schema
+            )
+        return {
+            "version": VERSION,
+            "type": kind,
+            "sql": event.query,
+            "commitTs": event.commit_ts,
+            "buildTs": 0,
+            "tableSchema": _schema_or_none(event.table_schema, self.avro),
+            "preTableSchema": _schema_or_none(event.pre_table_schema, self.avro),
+        }
+
+    def _dml(self, event: RowChange, table: TableSchema) -> dict[str, Any]:
+        types = _cached_types(table)
+        message: dict[str, Any] = {
+            "version": VERSION,
+            "database": event.schema,
+            "table": event.table,
+            "tableID": table.table_id,
+            "type": event.op.value.upper(),
+            "commitTs": event.commit_ts,
+            "buildTs": 0,
+            "schemaVersion": table.version,
+        }
+        for side, image in (("data", event.new), ("old", event.old)):
+            if image is not None:
+                message[side] = {name: self._untyped(types[name], v) for name, v in image.items()}
+            elif self.avro:
+                message[side] = None
+        if self.avro:
+            message.update(claimCheckLocation=None, handleKeyOnly=None, checksum=None)
+        return message
+
+
+def _schema_or_none(table: TableSchema | None, avro: bool) -> dict[str, Any] | None:
+    return None if table is None else table_schema_json(table, avro)
+
+
+@cache
+def _cached_types(table: TableSchema) -> dict[str, ColumnType]:
+    return column_types(table)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _json_int(raw: Any) -> int:
+    if raw.__class__ is int:
+        return int(raw)
+    if raw.__class__ is not str or not raw.lstrip("-").isdigit():
+        raise ValueError("not an integer")
+    return int(raw)
+
+
+def _json_binary(raw: Any) -> Value:
+    return b64decode(raw)
+
+
+def _json_text(raw: Any) -> Value:
+    if raw.__class__ is not str:
+        raise ValueError("not a string")
+    return str(raw)
+
+
+def _json_timestamp(raw: Any) -> Value:
+    if isinstance(raw, dict):
+        raw = raw["value"]
+    return _json_text(raw)
+
+
+def _json_float(raw: Any) -> float:
+    if raw.__class__ not in (str, int, float):
+        raise ValueError("not a number")
+    return float(raw)
+
+
+def _json_reader(kind: ColumnType) -> Callable[[Any], Value]:
+    if kind.is_binary:
+        return _json_binary
+    mysql_type = kind.mysql_type
+    if mysql_type in INTEGER_TYPES or mysql_type in INDEX_TYPES:
+        return _json_int
+    if mysql_type in FLOAT_TYPES:
+        return _json_float
+    if mysql_type == MySQLType.TIMESTAMP:
+        return _json_timestamp
+    return _json_text
+
+
+class SimpleJSONCodec(_SimpleCodec):
+    """Simple protocol with ``encoding-format = "json"``."""
+
+    protocol = "simple"
+    avro = False
+
+    def _load(self, value: bytes) -> dict[str, Any]:
+        try:
+            message = orjson.loads(value)
+        except orjson.JSONDecodeError as exc:
+            raise DecodeError(self.protocol, f"not JSON: {exc}", event_index=0) from None
+        if not isinstance(message, dict):
+            raise DecodeError(self.protocol, "message must be a JSON object", event_index=0)
+        return message
+
+    def _typed(self, kind: ColumnType, raw: Any) -> Value:
+        if raw is None:
+            return None
+        reader = _READERS.get(kind) or _reader_for(kind)
+        return reader(raw)
+
+    def _dump(self, message: dict[str, Any]) -> bytes:
+        return orjson.dumps(message)
+
+    def _untyped(self, kind: ColumnType, value: Value) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bytes):
+            if kind.is_binary:
+                return b64encode(value)
+            raise EncodeError("simple JSON carries text columns as UTF-8 strings")
+        if kind.mysql_type == MySQLType.TIMESTAMP:
+            return {"location": "UTC", "value": value}
+        if isinstance(value, float):
+            return format_float(value, single=kind.mysql_type == MySQLType.FLOAT)
+        return str(value)
+
+
+_READERS: dict[ColumnType, Callable[[Any], Value]] = {}
+
+
+def _reader_for(kind: ColumnType) -> Callable[[Any], Value]:
+    reader = _READERS[kind] = _json_reader(kind)
+    return reader
+
+
+# --- Avro ------------------------------------------------------------------------------------
+
+
+@cache
+def avro_schema() -> Any:
+    """The Simple protocol's Avro schema (the ``Message`` record), parsed once."""
+    import fastavro
+
+    text = resources.files("streams.codecs").joinpath("simple_avro_schema.json").read_text()
+    parsed = fastavro.parse_schema(json.loads(text))
+    return parsed[-1] if isinstance(parsed, list) else parsed
+
+
+def _avro_value(kind: ColumnType, raw: Any) -> Value:
+    if raw.__class__ is tuple:
+        name, record = raw
+        if name == _AVRO_NAMESPACE + "UnsignedBigint":
+            return int(record["value"]) & _MASK64
+        return str(record["value"])  # Timestamp
+    if raw.__class__ is bytes and not kind.is_binary:
+        return text_or_bytes(raw)
+    if raw.__class__ is float and kind.mysql_type == MySQLType.FLOAT:
+        return float(format_float(raw, single=True))
+    if kind.mysql_type in INTEGER_TYPES and kind.is_unsigned and raw.__class__ is int:
+        return int(raw) & _MASK64
+    return raw  # type: ignore[no-any-return]
+
+
+class SimpleAvroCodec(_SimpleCodec):
+    """Simple protocol, ``encoding-format = "avro"``: plain Avro binary, no registry framing."""
+
+    protocol = "simple-avro"
+    avro = True
+
+    def _load(self, value: bytes) -> dict[str, Any]:
+        import fastavro
+
+        try:
+            message: Any = fastavro.schemaless_reader(
+                io.BytesIO(value), avro_schema(), None, return_record_name=True
+            )
+        except Exception as exc:  # fastavro raises many kinds on corrupt input
+            raise DecodeError(self.protocol, f"not a Simple Avro message: {exc!r}") from None
+        _, payload = message["payload"]
+        if message["type"] in ("DML", "DDL"):
+            return dict(payload)
+        return {**payload, "type": message["type"]}
+
+    def _typed(self, kind: ColumnType, raw: Any) -> Value:
+        return None if raw is None else _avro_value(kind, raw)
+
+    def _dump(self, message: dict[str, Any]) -> bytes:
+        import fastavro
+
+        kind = message["type"]
+        if kind in _DDL_TYPES:
+            wrapper = "DDL"
+        elif kind in _DML_TYPES:
+            wrapper = "DML"
+        else:
+            wrapper = kind
+        record = {k: _signed(v) if k in _LONG_FIELDS else v for k, v in message.items()}
+        payload = (_AVRO_NAMESPACE + _AVRO_RECORDS[wrapper], record)
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, avro_schema(), {"type": wrapper, "payload": payload})
+        return out.getvalue()
+
+    def _untyped(self, kind: ColumnType, value: Value) -> Any:
+        if value is None:
+            return None
+        if kind.mysql_type == MySQLType.TIMESTAMP:
+            return (_AVRO_NAMESPACE + "Timestamp", {"location": "UTC", "value": value})
+        if isinstance(value, int):
+            if kind.mysql_type == MySQLType.LONGLONG and kind.is_unsigned:
+                return (_AVRO_NAMESPACE + "UnsignedBigint", {"value": _signed(value)})
+            return ("long", value)
+        if isinstance(value, float):
+            return ("float" if kind.mysql_type == MySQLType.FLOAT else "double", value)
+        if isinstance(value, bytes):
+            return ("bytes", value)
+        return ("string", value)
+
+
+_AVRO_RECORDS = {"WATERMARK": "Watermark", "BOOTSTRAP": "Bootstrap", "DDL": "DDL", "DML": "DML"}
+_LONG_FIELDS = frozenset({"commitTs", "schemaVersion", "buildTs"})
+
+
+def _signed(value: Any) -> Any:
+    if isinstance(value, int) and value >= 1 << 63:
+        return value - (1 << 64)
+    return value

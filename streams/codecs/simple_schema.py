@@ -1,0 +1,278 @@
+"""Table schemas of the Simple protocol: parsing, the column types they imply, and a cache.
+
+A Simple DML message carries no types: its values are typed by the table schema of the same
+``(schema, table, schemaVersion)``, announced by BOOTSTRAP and DDL messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from streams.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLType, TableSchema
+from streams.model import column_type as shared_type
+
+# mysqlType names (their first word) and the type codes they stand for.
+_TYPE_CODES: dict[str, MySQLType] = {
+    "tinyint": MySQLType.TINY,
+    "bool": MySQLType.TINY,
+    "boolean": MySQLType.TINY,
+    "smallint": MySQLType.SHORT,
+    "mediumint": MySQLType.INT24,
+    "int": MySQLType.LONG,
+    "integer": MySQLType.LONG,
+    "bigint": MySQLType.LONGLONG,
+    "float": MySQLType.FLOAT,
+    "double": MySQLType.DOUBLE,
+    "real": MySQLType.DOUBLE,
+    "decimal": MySQLType.NEWDECIMAL,
+    "numeric": MySQLType.NEWDECIMAL,
+    "date": MySQLType.DATE,
+    "datetime": MySQLType.DATETIME,
+    "timestamp": MySQLType.TIMESTAMP,
+    "time": MySQLType.DURATION,
+    "year": MySQLType.YEAR,
+    "char": MySQLType.STRING,
+    "binary": MySQLType.STRING,
+    "varchar": MySQLType.VARCHAR,
+    "varbinary": MySQLType.VARCHAR,
+    "tinytext": MySQLType.TINY_BLOB,
+    "tinyblob": MySQLType.TINY_BLOB,
+    "text": MySQLType.BLOB,
+    "blob": MySQLType.BLOB,
+    "mediumtext": MySQLType.MEDIUM_BLOB,
+    "mediumblob": MySQLType.MEDIUM_BLOB,
+    "longtext": MySQLType.LONG_BLOB,
+    "longblob": MySQLType.LONG_BLOB,
+    "enum": MySQLType.ENUM,
+    "set": MySQLType.SET,
+    "bit": MySQLType.BIT,
+    "json": MySQLType.JSON,
+    "geometry": MySQLType.GEOMETRY,
+}
+# The reverse: a type code (and whether it is binary) to its mysqlType name.
+_TYPE_NAMES: dict[tuple[int, bool], str] = {
+    (MySQLType.TINY, False): "tinyint",
+    (MySQLType.SHORT, False): "smallint",
+    (MySQLType.INT24, False): "mediumint",
+    (MySQLType.LONG, False): "int",
+    (MySQLType.LONGLONG, False): "bigint",
+    (MySQLType.FLOAT, False): "float",
+    (MySQLType.DOUBLE, False): "double",
+    (MySQLType.NEWDECIMAL, False): "decimal",
+    (MySQLType.DATE, False): "date",
+    (MySQLType.NEWDATE, False): "date",
+    (MySQLType.DATETIME, False): "datetime",
+    (MySQLType.TIMESTAMP, False): "timestamp",
+    (MySQLType.DURATION, False): "time",
+    (MySQLType.YEAR, False): "year",
+    (MySQLType.STRING, False): "char",
+    (MySQLType.STRING, True): "binary",
+    (MySQLType.VARCHAR, False): "varchar",
+    (MySQLType.VARCHAR, True): "varbinary",
+    (MySQLType.VAR_STRING, False): "varchar",
+    (MySQLType.VAR_STRING, True): "varbinary",
+    (MySQLType.TINY_BLOB, False): "tinytext",
+    (MySQLType.TINY_BLOB, True): "tinyblob",
+    (MySQLType.BLOB, False): "text",
+    (MySQLType.BLOB, True): "blob",
+    (MySQLType.MEDIUM_BLOB, False): "mediumtext",
+    (MySQLType.MEDIUM_BLOB, True): "mediumblob",
+    (MySQLType.LONG_BLOB, False): "longtext",
+    (MySQLType.LONG_BLOB, True): "longblob",
+    (MySQLType.ENUM, False): "enum",
+    (MySQLType.SET, False): "set",
+    (MySQLType.BIT, False): "bit",
+    (MySQLType.JSON, False): "json",
+    (MySQLType.GEOMETRY, False): "geometry",
+}
+
+
+def is_binary_name(mysql_type: str) -> bool:
+    """TiCDC's rule: a mysqlType naming a blob or binary type carries bytes."""
+    return "blob" in mysql_type or "binary" in mysql_type
+
+
+def type_code(mysql_type: str) -> int:
+    """The type code of a mysqlType such as ``"int unsigned"`` or ``"varchar(20)"``."""
+    name = mysql_type.lower().removeprefix("unsigned ").split("(", 1)[0].split(" ", 1)[0]
+    code = _TYPE_CODES.get(name)
+    if code is None:
+        raise ValueError(f"unknown mysqlType {mysql_type!r}")
+    return code
+
+
+def type_name(kind: ColumnType) -> str:
+    """The Simple protocol's mysqlType for a column type."""
+    binary = kind.is_binary and (kind.mysql_type, True) in _TYPE_NAMES
+    name = _TYPE_NAMES.get((kind.mysql_type, binary))
+    if name is None:
+        raise ValueError(f"type code {kind.mysql_type} has no Simple protocol name")
+    return name
+
+
+def column_types(table: TableSchema) -> dict[str, ColumnType]:
+    """Each column's type code and TiCDC flags as the schema's columns and indexes imply."""
+    primary = {c for index in table.indexes if index.primary for c in index.columns}
+    unique = {
+        c for index in table.indexes if index.unique and not index.primary for c in index.columns
+    }
+    multiple = {c for index in table.indexes if not index.unique for c in index.columns}
+    handle = primary
+    if not handle:
+        # Without a primary key TiCDC's handle is the first unique index over NOT NULL columns.
+        for index in table.indexes:
+            if index.unique and not index.nullable:
+                handle = set(index.columns)
+                break
+    types: dict[str, ColumnType] = {}
+    for column in table.columns:
+        flags = 0
+        if is_binary_name(column.mysql_type):
+            flags |= ColumnFlag.BINARY
+        if column.unsigned or "unsigned" in column.mysql_type:
+            flags |= ColumnFlag.UNSIGNED
+        if column.nullable:
+            flags |= ColumnFlag.NULLABLE
+        if column.name in primary:
+            flags |= ColumnFlag.PRIMARY_KEY
+        if column.name in handle:
+            flags |= ColumnFlag.HANDLE_KEY
+        if column.name in unique:
+            flags |= ColumnFlag.UNIQUE_KEY
+        if column.name in multiple:
+            flags |= ColumnFlag.MULTIPLE_KEY
+        types[column.name] = shared_type(type_code(column.mysql_type), flags)
+    return types
+
+
+def schema_from_types(
+    schema: str, table: str, types: Mapping[str, ColumnType], version: int = 0
+) -> TableSchema:
+    """A table schema that reproduces ``types`` (what an encoder announces before a table's DML)."""
+    columns = tuple(
+        ColumnSchema(
+            name=name,
+            mysql_type=type_name(kind),
+            charset="binary" if kind.is_binary else "utf8mb4",
+            collate="binary" if kind.is_binary else "utf8mb4_bin",
+            unsigned=kind.is_unsigned,
+            nullable=bool(kind.flags & ColumnFlag.NULLABLE),
+        )
+        for name, kind in types.items()
+    )
+    keys = tuple(name for name, kind in types.items() if kind.flags & ColumnFlag.PRIMARY_KEY)
+    indexes = (IndexSchema("primary", True, True, False, keys),) if keys else ()
+    return TableSchema(schema, table, 0, version, columns, indexes)
+
+
+def parse_table_schema(raw: Mapping[str, Any]) -> TableSchema:
+    """A TableSchema from its JSON form (``schema``) or Avro form (``database``)."""
+    columns = []
+    for column in raw.get("columns") or ():
+        data_type = column["dataType"]
+        elements = data_type.get("elements")
+        columns.append(
+            ColumnSchema(
+                name=column["name"],
+                mysql_type=str(data_type["mysqlType"]),
+                charset=data_type.get("charset") or "",
+                collate=data_type.get("collate") or "",
+                length=int(data_type.get("length") or 0),
+                decimal=data_type.get("decimal"),
+                elements=tuple(elements) if elements else None,
+                unsigned=bool(data_type.get("unsigned")),
+                zerofill=bool(data_type.get("zerofill")),
+                nullable=bool(column.get("nullable", True)),
+                default=None if column.get("default") is None else str(column["default"]),
+            )
+        )
+    indexes = tuple(
+        IndexSchema(
+            name=index["name"],
+            unique=bool(index.get("unique")),
+            primary=bool(index.get("primary")),
+            nullable=bool(index.get("nullable")),
+            columns=tuple(index.get("columns") or ()),
+        )
+        for index in raw.get("indexes") or ()
+    )
+    for column in columns:
+        type_code(column.mysql_type)
+    return TableSchema(
+        schema=raw.get("schema", raw.get("database")) or "",
+        table=raw["table"],
+        table_id=int(raw.get("tableID") or 0),
+        version=int(raw.get("version") or 0) & ((1 << 64) - 1),
+        columns=tuple(columns),
+        indexes=indexes,
+    )
+
+
+def table_schema_json(table: TableSchema, avro: bool = False) -> dict[str, Any]:
+    """The JSON (or Avro record) form of a table schema."""
+    columns = []
+    for column in table.columns:
+        data_type: dict[str, Any] = {
+            "mysqlType": column.mysql_type,
+            "charset": column.charset,
+            "collate": column.collate,
+            "length": column.length,
+        }
+        if avro or column.decimal is not None:
+            data_type["decimal"] = column.decimal
+        if avro or column.elements:
+            data_type["elements"] = list(column.elements) if column.elements else None
+        if avro or column.unsigned:
+            data_type["unsigned"] = column.unsigned or None if avro else True
+        if avro or column.zerofill:
+            data_type["zerofill"] = column.zerofill or None if avro else True
+        columns.append(
+            {
+                "name": column.name,
+                "dataType": data_type,
+                "nullable": column.nullable,
+                "default": column.default,
+            }
+        )
+    version = table.version
+    if avro and version >= 1 << 63:
+        version -= 1 << 64
+    return {
+        "database" if avro else "schema": table.schema,
+        "table": table.table,
+        "tableID": table.table_id,
+        "version": version,
+        "columns": columns,
+        "indexes": [
+            {
+                "name": index.name,
+                "unique": index.unique,
+                "primary": index.primary,
+                "nullable": index.nullable,
+                "columns": list(index.columns),
+            }
+            for index in table.indexes
+        ],
+    }
+
+
+class SchemaStore(Protocol):
+    """Where a Simple codec finds the schema a DML message was encoded with."""
+
+    def get(self, schema: str, table: str, version: int) -> TableSchema | None: ...
+
+    def put(self, table: TableSchema) -> None: ...
+
+
+class MemorySchemaStore:
+    """A process-local schema cache (the worker keeps a shared one in Redis)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[str, str, int], TableSchema] = {}
+
+    def get(self, schema: str, table: str, version: int) -> TableSchema | None:
+        return self._tables.get((schema, table, version))
+
+    def put(self, table: TableSchema) -> None:
+        self._tables[(table.schema, table.table, table.version)] = table
