@@ -109,3 +109,13 @@ def spark(settings: Settings) -> Iterator[Any]:
     session = build_spark("local[2]", "ticdc-sink-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def conformance() -> Path:
+    """../shared/conformance: real TiCDC messages (set TICDC_SINK_SHARED to move it)."""
+    shared = Path(os.environ.get("TICDC_SINK_SHARED", Path(__file__).parents[2] / "shared"))
+    folder = shared / "conformance"
+    if not folder.is_dir():
+        service_missing("the shared conformance vectors", FileNotFoundError(folder))
+    return folder

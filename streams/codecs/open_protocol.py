@@ -37,6 +37,7 @@ VERSION = 1
 DEFAULT_MAX_BATCH = 16
 KEY_ROW, KEY_DDL, KEY_RESOLVED = 1, 2, 3
 _LENGTH = struct.Struct(">Q")
+_HANDLE_KEY = int(ColumnFlag.HANDLE_KEY)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -83,11 +84,11 @@ def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> d
     for name, column in raw.items():
         try:
             mysql_type = column["t"]
-            flags = column.get("f")
+            flags = column.get("f", 0)
             value = column.get("v")
-            if flags is None:
-                # Encoders before the flag field only said whether a column is a handle.
-                flags = ColumnFlag.HANDLE_KEY if column.get("h") else 0
+            if column.get("h") is True:
+                # "h" predates the flags (and old encoders send no "f"): it marks the handle.
+                flags |= _HANDLE_KEY
             kind = types.get((mysql_type, flags))
             if kind is None:
                 kind = _new_type(mysql_type, flags)

@@ -220,8 +220,9 @@ class _SimpleCodec(Codec):
         for event in events:
             if isinstance(event, RowChange):
                 known = self._announced.get((event.schema, event.table))
-                if known is None or set(_cached_types(known)) < set(event.columns):
-                    known = schema_from_types(event.schema, event.table, event.columns, 1)
+                if known is None or not _describes(known, event):
+                    version = known.version + 1 if known is not None else 1
+                    known = schema_from_types(event.schema, event.table, event.columns, version)
                     messages.append(self._bootstrap(known))
                 messages.append(self._dml(event, known))
             elif isinstance(event, Bootstrap):
@@ -292,6 +293,12 @@ class _SimpleCodec(Codec):
         if self.avro:
             message.update(claimCheckLocation=None, handleKeyOnly=None, checksum=None)
         return message
+
+
+def _describes(table: TableSchema, event: RowChange) -> bool:
+    """Whether ``table`` types every column of ``event`` as the event does."""
+    types = _cached_types(table)
+    return all(types.get(name) == kind for name, kind in event.columns.items())
 
 
 def _schema_or_none(table: TableSchema | None, avro: bool) -> dict[str, Any] | None:
@@ -408,6 +415,9 @@ def avro_schema() -> Any:
     return parsed[-1] if isinstance(parsed, list) else parsed
 
 
+_UNSIGNED_INDEX_TYPES = frozenset({MySQLType.BIT, MySQLType.ENUM, MySQLType.SET})
+
+
 def _avro_value(kind: ColumnType, raw: Any) -> Value:
     if raw.__class__ is tuple:
         name, record = raw
@@ -418,7 +428,10 @@ def _avro_value(kind: ColumnType, raw: Any) -> Value:
         return text_or_bytes(raw)
     if raw.__class__ is float and kind.mysql_type == MySQLType.FLOAT:
         return float(format_float(raw, single=True))
-    if kind.mysql_type in INTEGER_TYPES and kind.is_unsigned and raw.__class__ is int:
+    if raw.__class__ is int and (
+        kind.mysql_type in _UNSIGNED_INDEX_TYPES
+        or (kind.is_unsigned and kind.mysql_type in INTEGER_TYPES)
+    ):
         return int(raw) & _MASK64
     return raw  # type: ignore[no-any-return]
 
@@ -434,7 +447,11 @@ class SimpleAvroCodec(_SimpleCodec):
 
         try:
             message: Any = fastavro.schemaless_reader(
-                io.BytesIO(value), avro_schema(), None, return_record_name=True
+                io.BytesIO(value),
+                avro_schema(),
+                None,
+                return_record_name=True,
+                return_record_name_override=True,
             )
         except Exception as exc:  # fastavro raises many kinds on corrupt input
             raise DecodeError(self.protocol, f"not a Simple Avro message: {exc!r}") from None
@@ -470,7 +487,8 @@ class SimpleAvroCodec(_SimpleCodec):
         if isinstance(value, int):
             if kind.mysql_type == MySQLType.LONGLONG and kind.is_unsigned:
                 return (_AVRO_NAMESPACE + "UnsignedBigint", {"value": _signed(value)})
-            return ("long", value)
+            # Unsigned values travel as the int64 with the same bits, as TiCDC writes them.
+            return ("long", _signed(value))
         if isinstance(value, float):
             return ("float" if kind.mysql_type == MySQLType.FLOAT else "double", value)
         if isinstance(value, bytes):

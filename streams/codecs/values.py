@@ -128,6 +128,9 @@ def format_float(value: float, single: bool = False) -> str:
 def _shortest_float32(value: float) -> str:
     for digits in range(1, 18):
         text = f"{value:.{digits}g}"
-        if struct.unpack("<f", struct.pack("<f", float(text)))[0] == value:
-            return repr(float(text)) if "e" not in text else text
+        try:
+            if struct.unpack("<f", struct.pack("<f", float(text)))[0] == value:
+                return repr(float(text)) if "e" not in text else text
+        except OverflowError:  # rounding past FLT_MAX: more digits are needed
+            continue
     return repr(value)

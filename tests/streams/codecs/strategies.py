@@ -1,0 +1,160 @@
+"""Hypothesis strategies for events each protocol can carry exactly."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from streams.codecs.canal_json import _ddl_action
+from streams.codecs.simple_schema import schema_from_types
+from streams.codecs.values import format_float
+from streams.model import (
+    BLOB_TYPES,
+    CHAR_TYPES,
+    INTEGER_TYPES,
+    ColumnFlag,
+    ColumnType,
+    DDLEvent,
+    Event,
+    MySQLType,
+    Op,
+    Resolved,
+    RowChange,
+    Value,
+    column_type,
+)
+
+TSO = st.integers(0, (1 << 64) - 1)
+KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+_INT_BITS = {
+    MySQLType.TINY: 8,
+    MySQLType.SHORT: 16,
+    MySQLType.INT24: 24,
+    MySQLType.LONG: 32,
+    MySQLType.LONGLONG: 64,
+}
+# Types whose Simple/Canal names round-trip to the same code.
+PORTABLE_TYPES = [
+    *_INT_BITS,
+    MySQLType.FLOAT,
+    MySQLType.DOUBLE,
+    MySQLType.NEWDECIMAL,
+    MySQLType.DATE,
+    MySQLType.DATETIME,
+    MySQLType.TIMESTAMP,
+    MySQLType.DURATION,
+    MySQLType.YEAR,
+    MySQLType.VARCHAR,
+    MySQLType.STRING,
+    *BLOB_TYPES,
+    MySQLType.ENUM,
+    MySQLType.SET,
+    MySQLType.BIT,
+    MySQLType.JSON,
+]
+ALL_TYPES = [*PORTABLE_TYPES, MySQLType.VAR_STRING, MySQLType.NEWDATE, MySQLType.NULL]
+# Names that stress quoting and encodings: unicode, backticks, SQL punctuation.
+NAMES = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
+TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+FLOAT32 = st.floats(width=32, allow_nan=False, allow_infinity=False).map(
+    lambda v: float(format_float(v, single=True))
+)
+
+
+def values_for(kind: ColumnType) -> st.SearchStrategy[Value]:
+    mysql_type = kind.mysql_type
+    if mysql_type in INTEGER_TYPES:
+        bits = _INT_BITS[MySQLType(mysql_type)]
+        if kind.is_unsigned:
+            return st.integers(0, (1 << bits) - 1)
+        return st.integers(-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    if mysql_type == MySQLType.FLOAT:
+        return FLOAT32
+    if mysql_type == MySQLType.DOUBLE:
+        return st.floats(allow_nan=False, allow_infinity=False)
+    if mysql_type == MySQLType.YEAR:
+        return st.integers(0, 2155)
+    if mysql_type in (MySQLType.BIT, MySQLType.SET):
+        return st.integers(0, (1 << 64) - 1)
+    if mysql_type == MySQLType.ENUM:
+        return st.integers(0, 65535)
+    if mysql_type == MySQLType.NULL:
+        return st.none()
+    if mysql_type in BLOB_TYPES or mysql_type in CHAR_TYPES:
+        return st.binary(max_size=40) if kind.is_binary else TEXT
+    return TEXT
+
+
+@st.composite
+def column_types(draw: Any, protocol: str) -> dict[str, ColumnType]:
+    names = draw(st.lists(NAMES, min_size=1, max_size=10, unique=True))
+    types = ALL_TYPES if protocol in ("open", "craft") else PORTABLE_TYPES
+    columns: dict[str, ColumnType] = {}
+    for index, name in enumerate(names):
+        mysql_type = draw(st.sampled_from(types))
+        if protocol in ("open", "craft"):
+            flags = draw(st.integers(0, 255))
+        else:
+            flags = 0
+            if mysql_type in BLOB_TYPES or mysql_type in CHAR_TYPES:
+                flags |= ColumnFlag.BINARY if draw(st.booleans()) else 0
+            if mysql_type in INTEGER_TYPES and draw(st.booleans()):
+                flags |= ColumnFlag.UNSIGNED
+            is_key = index == 0
+            if is_key:
+                flags |= KEY
+            elif protocol == "canal-json" or draw(st.booleans()):
+                flags |= ColumnFlag.NULLABLE
+        columns[name] = column_type(mysql_type, int(flags))
+    return columns
+
+
+@st.composite
+def images(draw: Any, columns: dict[str, ColumnType]) -> dict[str, Value]:
+    image: dict[str, Value] = {}
+    for name, kind in columns.items():
+        nullable = not kind.flags & ColumnFlag.PRIMARY_KEY
+        image[name] = draw(st.none() | values_for(kind) if nullable else values_for(kind))
+    return image
+
+
+@st.composite
+def rows(draw: Any, protocol: str, schema: str, table: str) -> RowChange:
+    columns = draw(column_types(protocol))
+    op = draw(st.sampled_from(list(Op)))
+    new = draw(images(columns)) if op is not Op.DELETE else None
+    old = draw(images(columns)) if op is not Op.INSERT else None
+    partition = draw(st.none() | st.integers(0, 1 << 40)) if protocol in ("open", "craft") else None
+    return RowChange(draw(TSO), schema, table, op, columns, new, old, partition_id=partition)
+
+
+@st.composite
+def event_lists(draw: Any, protocol: str) -> list[Event]:
+    events: list[Event] = []
+    schema = draw(NAMES)
+    table = draw(NAMES)
+    for _ in range(draw(st.integers(1, 24))):
+        choice = draw(st.integers(0, 9))
+        if choice < 7:
+            events.append(draw(rows(protocol, schema, table)))
+        elif choice < 8:
+            events.append(Resolved(draw(TSO)))
+        else:
+            events.append(draw(ddls(protocol, schema, table)))
+    return events
+
+
+@st.composite
+def ddls(draw: Any, protocol: str, schema: str, table: str) -> DDLEvent:
+    query = draw(TEXT)
+    ts = draw(TSO)
+    if protocol == "simple" or protocol == "simple-avro":
+        columns = draw(column_types(protocol))
+        table_schema = schema_from_types(schema, table, columns, draw(st.integers(0, 1 << 62)))
+        kind = draw(st.sampled_from(["CREATE", "ALTER", "ERASE", "TRUNCATE", "QUERY"]))
+        return DDLEvent(ts, schema, table, query, kind, table_schema=table_schema)
+    if protocol == "canal-json":
+        return DDLEvent(ts, schema, draw(st.none() | st.just(table)), query, _ddl_action(query))
+    named = st.none() | NAMES
+    return DDLEvent(ts, draw(named), draw(named), query, draw(st.integers(0, 70)))
