@@ -10,7 +10,7 @@ from streams.codecs import codec_for
 from streams.codecs.compression import Compression
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Bootstrap, Event
-from tests.streams.codecs.strategies import event_lists
+from tests.streams.codecs.strategies import event_lists, rows
 
 PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
 
@@ -31,19 +31,17 @@ def test_round_trip(protocol: str, data: st.DataObject) -> None:
     assert _round_trip(protocol, events) == events
 
 
-def test_open_protocol_batches_at_most_sixteen_rows() -> None:
-    from tests.streams.codecs.strategies import rows
-
-    events = [rows("open", "s", "t").example() for _ in range(40)]
+@settings(max_examples=10, deadline=None)
+@given(events=st.lists(rows("open", "s", "t"), min_size=40, max_size=40))
+def test_open_protocol_batches_at_most_sixteen_rows(events: list[Event]) -> None:
     messages = codec_for("open").encode(events)
     assert [len(codec_for("open").decode(m.key, m.value)) for m in messages] == [16, 16, 8]
 
 
 @pytest.mark.parametrize("method", [Compression.SNAPPY, Compression.LZ4])
-def test_simple_with_large_message_compression(method: Compression) -> None:
-    from tests.streams.codecs.strategies import rows
-
-    event = rows("simple", "s", "t").example()
+@settings(max_examples=20, deadline=None)
+@given(event=rows("simple", "s", "t"))
+def test_simple_with_large_message_compression(method: Compression, event: Event) -> None:
     encoder = SimpleJSONCodec(compression=method)
     decoder = SimpleJSONCodec(compression=method)
     decoded = [e for m in encoder.encode([event]) for e in decoder.decode(None, m.value)]
