@@ -38,6 +38,7 @@ DEFAULT_MAX_BATCH = 16
 KEY_ROW, KEY_DDL, KEY_RESOLVED = 1, 2, 3
 _LENGTH = struct.Struct(">Q")
 _HANDLE_KEY = int(ColumnFlag.HANDLE_KEY)
+_BINARY = int(ColumnFlag.BINARY)
 _JSON_SCALARS = (str, int, float, bool, type(None))
 
 
@@ -65,60 +66,60 @@ def split_frames(data: bytes, skip: int, what: str) -> list[bytes]:
 
 def _blob(value: Any, flags: int) -> Value:
     data = b64decode(value)
-    return data if flags & ColumnFlag.BINARY else text_or_bytes(data)
+    return data if flags & _BINARY else text_or_bytes(data)
 
 
 def _char(value: Any, flags: int) -> Value:
-    return go_unquote(value) if flags & ColumnFlag.BINARY else value
+    return go_unquote(value) if flags & _BINARY else value
 
 
 _CONVERT: dict[int, Callable[[Any, int], Value]] = {t: _blob for t in BLOB_TYPES}
 _CONVERT.update({t: _char for t in CHAR_TYPES})
+_Kind = tuple[ColumnType, Callable[[Any, int], Value] | None]
+# type << 16 | flags -> the shared column type and the converter its values need, if any.
+_KINDS: dict[int, _Kind] = {}
+
+
+def _kind(mysql_type: Any, flags: Any) -> _Kind:
+    if mysql_type.__class__ is not int or flags.__class__ is not int:
+        raise ValueError("'t' and 'f' must be integers")
+    if not 0 <= mysql_type <= 0xFF or not 0 <= flags < 1 << 16:
+        raise ValueError(f"type {mysql_type} or flags {flags} out of range")
+    found = _KINDS[mysql_type << 16 | flags] = (
+        column_type(mysql_type, flags),
+        _CONVERT.get(mysql_type),
+    )
+    return found
 
 
 def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> dict[str, Value]:
     if not isinstance(raw, dict):
         raise DecodeError(PROTOCOL, f"'{side}' must be an object", event_index=index, where=side)
     image: dict[str, Value] = {}
-    types = _TYPE_CACHE
-    for name, column in raw.items():
-        try:
+    kinds = _KINDS
+    name = ""
+    try:
+        for name, column in raw.items():
+            get = column.get
+            flags = get("f")
+            if flags is None:
+                # Encoders before the flags field only said whether a column is the handle.
+                flags = _HANDLE_KEY if get("h") is True else 0
             mysql_type = column["t"]
-            flags = column.get("f", 0)
-            value = column.get("v")
-            if column.get("h") is True:
-                # "h" predates the flags (and old encoders send no "f"): it marks the handle.
-                flags |= _HANDLE_KEY
-            kind = types.get((mysql_type, flags))
-            if kind is None:
-                kind = _new_type(mysql_type, flags)
+            kind, convert = kinds.get(mysql_type << 16 | flags) or _kind(mysql_type, flags)
+            value = get("v")
             if value is not None:
-                convert = _CONVERT.get(mysql_type)
                 if convert is not None and value.__class__ is str:
                     value = convert(value, flags)
                 elif value.__class__ not in _JSON_SCALARS:
                     raise ValueError(f"value of type {type(value).__name__}")
-        except DecodeError:
-            raise
-        except (KeyError, TypeError, AttributeError, ValueError) as exc:
-            raise DecodeError(
-                PROTOCOL, f"bad column: {exc}", event_index=index, where=f"{side}.{name}"
-            ) from None
-        columns[name] = kind
-        image[name] = value
+            columns[name] = kind
+            image[name] = value
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise DecodeError(
+            PROTOCOL, f"bad column: {exc}", event_index=index, where=f"{side}.{name}"
+        ) from None
     return image
-
-
-_TYPE_CACHE: dict[tuple[int, int], ColumnType] = {}
-
-
-def _new_type(mysql_type: Any, flags: Any) -> ColumnType:
-    if mysql_type.__class__ is not int or flags.__class__ is not int:
-        raise ValueError("'t' and 'f' must be integers")
-    if not 0 <= mysql_type <= 0xFF or not 0 <= flags < 1 << 16:
-        raise ValueError(f"type {mysql_type} or flags {flags} out of range")
-    kind = _TYPE_CACHE[(mysql_type, flags)] = column_type(mysql_type, flags)
-    return kind
 
 
 def _load(data: bytes, index: int, what: str) -> Any:

@@ -8,6 +8,7 @@ as the int64 reinterpretation of its bits.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Callable, Sequence
@@ -98,6 +99,12 @@ class _SimpleCodec(Codec):
         self.require_schema = require_schema
         self.compression = compression
         self._announced: dict[tuple[str, str], TableSchema] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        # Per (schema, table, version), each column's type and value reader: a version never
+        # changes, so this is worked out once per schema version.
+        self._layouts: dict[
+            tuple[str, str, int], dict[str, tuple[ColumnType, Callable[[Any], Value]]]
+        ] = {}
 
     # --- decoding -------------------------------------------------------------------------
 
@@ -105,7 +112,8 @@ class _SimpleCodec(Codec):
         """The message as a dict shaped like the JSON form."""
         raise NotImplementedError
 
-    def _typed(self, kind: ColumnType, raw: Any) -> Value:
+    def _reader(self, kind: ColumnType) -> Callable[[Any], Value]:
+        """The function that turns a non-null wire value of a column of ``kind`` into a value."""
         raise NotImplementedError
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
@@ -124,8 +132,7 @@ class _SimpleCodec(Codec):
         if kind == "WATERMARK":
             return Resolved(_uint64(message["commitTs"], "commitTs"))
         if kind == "BOOTSTRAP":
-            table = parse_table_schema(message["tableSchema"])
-            self.schemas.put(table)
+            table = self._remember(parse_table_schema(message["tableSchema"]))
             return Bootstrap(table, int(message.get("buildTs") or 0))
         if kind in _DML_TYPES:
             return self._row(message, _DML_TYPES[kind])
@@ -133,14 +140,17 @@ class _SimpleCodec(Codec):
             return self._ddl(message, kind)
         raise DecodeError(self.protocol, f"unknown message type {kind!r}", where="type")
 
+    def _remember(self, table: TableSchema) -> TableSchema:
+        self.schemas.put(table)
+        self._layouts.pop((table.schema, table.table, table.version), None)
+        return table
+
     def _ddl(self, message: dict[str, Any], kind: str) -> DDLEvent:
         table = pre = None
         if message.get("tableSchema"):
-            table = parse_table_schema(message["tableSchema"])
-            self.schemas.put(table)
+            table = self._remember(parse_table_schema(message["tableSchema"]))
         if message.get("preTableSchema"):
-            pre = parse_table_schema(message["preTableSchema"])
-            self.schemas.put(pre)
+            pre = self._remember(parse_table_schema(message["preTableSchema"]))
         named = table or pre
         sql = message["sql"]
         if sql.__class__ is not str:
@@ -158,13 +168,18 @@ class _SimpleCodec(Codec):
     def _row(self, message: dict[str, Any], op: Op) -> RowChange:
         schema, table = message["database"], message["table"]
         version = _uint64(message.get("schemaVersion") or 0, "schemaVersion")
-        known = self.schemas.get(schema, table, version)
-        if known is None and self.require_schema:
-            raise MissingSchemaError(self.protocol, schema, table, version)
-        types = _cached_types(known) if known is not None else {}
+        layout = self._layouts.get((schema, table, version))
+        if layout is None:
+            known = self.schemas.get(schema, table, version)
+            if known is None and self.require_schema:
+                raise MissingSchemaError(self.protocol, schema, table, version)
+            types = {} if known is None else column_types(known)
+            layout = {name: (kind, self._reader(kind)) for name, kind in types.items()}
+            if known is not None:
+                self._layouts[(schema, table, version)] = layout
         columns: dict[str, ColumnType] = {}
-        new = self._image(message.get("data"), types, columns, "data")
-        old = self._image(message.get("old"), types, columns, "old")
+        new = self._image(message.get("data"), layout, columns, "data")
+        old = self._image(message.get("old"), layout, columns, "old")
         if (op is Op.DELETE and old is None) or (op is not Op.DELETE and new is None):
             raise DecodeError(self.protocol, f"{op.value} without its row image", where="data/old")
         return RowChange(
@@ -181,7 +196,7 @@ class _SimpleCodec(Codec):
     def _image(
         self,
         raw: Any,
-        types: dict[str, ColumnType],
+        layout: dict[str, tuple[ColumnType, Callable[[Any], Value]]],
         columns: dict[str, ColumnType],
         side: str,
     ) -> dict[str, Value] | None:
@@ -191,15 +206,16 @@ class _SimpleCodec(Codec):
             raise DecodeError(self.protocol, f"'{side}' must be an object", where=side)
         image: dict[str, Value] = {}
         for name, value in raw.items():
-            kind = types.get(name)
-            if kind is None:
-                if types:
+            entry = layout.get(name)
+            if entry is None:
+                if layout:
                     raise DecodeError(
                         self.protocol, f"column {name!r} is not in the table schema", where=side
                     )
-                kind = _UNTYPED
+                entry = (_UNTYPED, _passthrough)
+            kind, reader = entry
             try:
-                image[name] = self._typed(kind, value)
+                image[name] = None if value is None else reader(value)
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(
                     self.protocol, f"bad value {value!r}: {exc}", where=f"{side}.{name}"
@@ -221,7 +237,8 @@ class _SimpleCodec(Codec):
             if isinstance(event, RowChange):
                 known = self._announced.get((event.schema, event.table))
                 if known is None or not _describes(known, event):
-                    version = known.version + 1 if known is not None else 1
+                    # Versions are unique per table, as TiDB's schema versions are.
+                    version = self._versions.get((event.schema, event.table), 0) + 1
                     known = schema_from_types(event.schema, event.table, event.columns, version)
                     messages.append(self._bootstrap(known))
                 messages.append(self._dml(event, known))
@@ -246,7 +263,7 @@ class _SimpleCodec(Codec):
         ]
 
     def _bootstrap(self, table: TableSchema) -> dict[str, Any]:
-        self._announced[(table.schema, table.table)] = table
+        self._announce(table)
         return {
             "version": VERSION,
             "type": "BOOTSTRAP",
@@ -255,14 +272,17 @@ class _SimpleCodec(Codec):
             "tableSchema": table_schema_json(table, self.avro),
         }
 
+    def _announce(self, table: TableSchema) -> None:
+        name = (table.schema, table.table)
+        self._announced[name] = table
+        self._versions[name] = max(self._versions.get(name, 0), table.version)
+
     def _ddl_message(self, event: DDLEvent) -> dict[str, Any]:
         kind = event.ddl_type
         if isinstance(kind, int):
             kind = _ACTION_TYPES.get(kind, "QUERY")
         if event.table_schema is not None:
-            self._announced[(event.table_schema.schema, event.table_schema.table)] = (
-                event.table_schema
-            )
+            self._announce(event.table_schema)
         return {
             "version": VERSION,
             "type": kind,
@@ -311,6 +331,10 @@ def _cached_types(table: TableSchema) -> dict[str, ColumnType]:
 
 
 # --- JSON ------------------------------------------------------------------------------------
+
+
+def _passthrough(raw: Any) -> Value:
+    return raw  # type: ignore[no-any-return]
 
 
 def _json_int(raw: Any) -> int:
@@ -371,11 +395,8 @@ class SimpleJSONCodec(_SimpleCodec):
             raise DecodeError(self.protocol, "message must be a JSON object", event_index=0)
         return message
 
-    def _typed(self, kind: ColumnType, raw: Any) -> Value:
-        if raw is None:
-            return None
-        reader = _READERS.get(kind) or _reader_for(kind)
-        return reader(raw)
+    def _reader(self, kind: ColumnType) -> Callable[[Any], Value]:
+        return _json_reader(kind)
 
     def _dump(self, message: dict[str, Any]) -> bytes:
         return orjson.dumps(message)
@@ -392,14 +413,6 @@ class SimpleJSONCodec(_SimpleCodec):
         if isinstance(value, float):
             return format_float(value, single=kind.mysql_type == MySQLType.FLOAT)
         return str(value)
-
-
-_READERS: dict[ColumnType, Callable[[Any], Value]] = {}
-
-
-def _reader_for(kind: ColumnType) -> Callable[[Any], Value]:
-    reader = _READERS[kind] = _json_reader(kind)
-    return reader
 
 
 # --- Avro ------------------------------------------------------------------------------------
@@ -460,8 +473,8 @@ class SimpleAvroCodec(_SimpleCodec):
             return dict(payload)
         return {**payload, "type": message["type"]}
 
-    def _typed(self, kind: ColumnType, raw: Any) -> Value:
-        return None if raw is None else _avro_value(kind, raw)
+    def _reader(self, kind: ColumnType) -> Callable[[Any], Value]:
+        return functools.partial(_avro_value, kind)
 
     def _dump(self, message: dict[str, Any]) -> bytes:
         import fastavro

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import codecs
 import math
 import re
 import struct
@@ -32,6 +33,7 @@ _GO_QUOTE = {
     0x5C: "\\\\",
     0x22: '\\"',
 }
+_ONLY_BYTE_ESCAPES = re.compile(r"(?:[^\\]|\\(?:x[0-9A-Fa-f]{2}|[0-7]{3}|[abfnrtv\\'\"]))*")
 _ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{3}|[abfnrtv\\'\"])")
 
 
@@ -42,6 +44,9 @@ def go_unquote(text: str) -> bytes:
     """
     if "\\" not in text:
         return text.encode()
+    if "\\u" not in text and "\\U" not in text and _ONLY_BYTE_ESCAPES.fullmatch(text):
+        # Every escape is one Python's C bytes-escape decoder reads the same way Go does.
+        return codecs.escape_decode(text.encode())[0]  # type: ignore[attr-defined,no-any-return]
     out = bytearray()
     pos = 0
     while (slash := text.find("\\", pos)) >= 0:

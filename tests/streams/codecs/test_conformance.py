@@ -12,7 +12,7 @@ from streams.codecs.craft import CraftCodec
 from streams.codecs.event_json import event_json
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.codecs.simple import avro_schema
-from streams.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange
+from streams.model import DDLEvent, Op, Resolved, RowChange
 
 DATA = Path(__file__).parent / "data"
 
@@ -83,8 +83,18 @@ def test_open_protocol_row_covering_every_type(conformance: Path) -> None:
     assert new["c21"] == new["c24"] == "测试text"
     # f=0: not binary, so the escaped text is the value itself.
     assert new["c25"] == "\\x89PNG\\r\\n\\x1a\\n" and new["c26"] == "测试"
-    # "h": true without the handle flag still marks the handle.
-    assert all(kind.flags & ColumnFlag.HANDLE_KEY for kind in row.columns.values())
+    # With "f" present the flags are authoritative; "h" is its deprecated shadow.
+    assert all(kind.flags == 0 for kind in row.columns.values())
+
+
+def test_open_protocol_without_flags_takes_the_handle_from_h(conformance: Path) -> None:
+    key = b'{"ts":1,"scm":"a","tbl":"b","t":1}'
+    value = b'{"d":{"id":{"t":3,"h":true,"v":1},"v":{"t":15,"v":"x"}}}'
+    (row,) = OpenProtocolCodec().decode(
+        (1).to_bytes(8, "big") + len(key).to_bytes(8, "big") + key,
+        len(value).to_bytes(8, "big") + value,
+    )
+    assert isinstance(row, RowChange) and row.op is Op.DELETE and row.key_names() == ["id"]
 
 
 def test_binary_varchar_is_go_unescaped() -> None:
