@@ -46,7 +46,7 @@ def go_unquote(text: str) -> bytes:
         return text.encode()
     if "\\u" not in text and "\\U" not in text and _ONLY_BYTE_ESCAPES.fullmatch(text):
         # Every escape is one Python's C bytes-escape decoder reads the same way Go does.
-        return codecs.escape_decode(text.encode())[0]  # type: ignore[attr-defined,no-any-return]
+        return codecs.escape_decode(text.encode())[0]
     out = bytearray()
     pos = 0
     while (slash := text.find("\\", pos)) >= 0:
