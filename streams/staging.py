@@ -1,0 +1,323 @@
+"""The Redis staging layout: what workers write and the sink reads, in one place.
+
+Per pipeline (the consumer group), every key carries the hash tag ``{pipeline}`` so that one
+Lua script can touch all of them atomically, on a single Redis or a cluster alike:
+
+- ``rows:<topic>:<partition>``: a sorted set with every score 0, ordered by member bytes. A
+  member is ``commit_ts`` (16 hex digits) + Kafka offset (16 hex) + event index (4 hex) + the
+  msgpack'd row, so a lexicographic range is a commit-ts range: TSOs never pass through a float.
+- ``ddl``: DDL as ``commit_ts`` + a first-seen sequence number + the msgpack'd DDL, and
+  ``ddl-ids``, the digests already staged: a copy of a DDL from another partition is dropped,
+  while distinct DDLs at one commit ts (a split job) are all kept, in the order they arrived.
+- ``offsets``, ``watermarks``: hashes keyed ``<topic>:<partition>`` with the last staged Kafka
+  offset and the partition's resolved ts (16 hex digits; it only moves forward).
+- ``partitions``: topic -> partition count, from the topic's metadata.
+- ``staged``: counters of staged rows and bytes, for backpressure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+import redis
+
+from streams.model import ColumnType, DDLEvent, Op, RowChange, Value, column_type
+
+TS_DIGITS = 16
+OFFSET_DIGITS = 16
+INDEX_DIGITS = 4
+ROW_PREFIX = TS_DIGITS + OFFSET_DIGITS + INDEX_DIGITS
+DDL_PREFIX = TS_DIGITS + 8
+# Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition.
+RELEASE_PAGE = 5_000
+_OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
+_OPS_BACK = {code: op for op, code in _OPS.items()}
+
+
+def ts_hex(ts: int) -> bytes:
+    """A TSO as 16 hex digits: byte order is numeric order, and it never becomes a float."""
+    return b"%016x" % ts
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+    @property
+    def field(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+
+def pack_row(row: RowChange) -> bytes:
+    """A row change as compact bytes (msgpack keeps bytes and 64-bit integers exact)."""
+    columns = [[name, kind.mysql_type, kind.flags] for name, kind in row.columns.items()]
+    return msgpack.packb(  # type: ignore[no-any-return]
+        [
+            _OPS[row.op],
+            row.schema,
+            row.table,
+            columns,
+            row.new,
+            row.old,
+            row.partition_id,
+            row.handle_key_only,
+        ],
+        use_bin_type=True,
+    )
+
+
+def unpack_row(commit_ts: int, data: bytes) -> RowChange:
+    op, schema, table, columns, new, old, partition, key_only = msgpack.unpackb(data, raw=False)
+    kinds: dict[str, ColumnType] = {name: column_type(t, f) for name, t, f in columns}
+    return RowChange(
+        commit_ts,
+        schema,
+        table,
+        _OPS_BACK[op],
+        kinds,
+        new,
+        old,
+        partition_id=partition,
+        handle_key_only=key_only,
+    )
+
+
+def pack_ddl(ddl: DDLEvent) -> bytes:
+    return msgpack.packb(  # type: ignore[no-any-return]
+        [ddl.schema, ddl.table, ddl.query, ddl.ddl_type], use_bin_type=True
+    )
+
+
+def unpack_ddl(commit_ts: int, data: bytes) -> DDLEvent:
+    schema, table, query, ddl_type = msgpack.unpackb(data, raw=False)
+    return DDLEvent(commit_ts, schema, table, query, ddl_type)
+
+
+def row_member(row: RowChange, offset: int, index: int) -> bytes:
+    return ts_hex(row.commit_ts) + b"%016x%04x" % (offset, index) + pack_row(row)
+
+
+def ddl_args(ddl: DDLEvent) -> list[bytes]:
+    """The script arguments staging one DDL: its commit ts, identity digest and body."""
+    body = pack_ddl(ddl)
+    return [ts_hex(ddl.commit_ts), _digest(body), body]
+
+
+def _digest(body: bytes) -> bytes:
+    # Copies of one DDL from every partition share it; distinct DDLs at one commit ts differ.
+    return hashlib.sha1(body).hexdigest()[:16].encode()
+
+
+_STAGE = """
+local staged = redis.call('HGET', KEYS[2], ARGV[1])
+if staged and tonumber(staged) >= tonumber(ARGV[2]) then
+  return 0
+end
+local rows = tonumber(ARGV[4])
+local bytes = 0
+for i = 1, rows do
+  local member = ARGV[4 + i]
+  redis.call('ZADD', KEYS[1], 0, member)
+  bytes = bytes + string.len(member)
+end
+for i = 5 + rows, #ARGV, 3 do
+  -- A DDL is staged once, the first time any partition delivers it; its sequence number keeps
+  -- DDLs that share a commit ts (one split job) in the order the job ran them.
+  local id = ARGV[i] .. ARGV[i + 1]
+  if not redis.call('HGET', KEYS[6], id) then
+    local seq = string.format('%08x', redis.call('HINCRBY', KEYS[6], '#seq', 1))
+    redis.call('HSET', KEYS[6], id, seq)
+    redis.call('ZADD', KEYS[4], 0, ARGV[i] .. seq .. ARGV[i + 2])
+  end
+end
+if ARGV[3] ~= '' then
+  local current = redis.call('HGET', KEYS[3], ARGV[1])
+  if (not current) or ARGV[3] > current then
+    redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+  end
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+if rows > 0 then
+  redis.call('HINCRBY', KEYS[5], 'rows', rows)
+  redis.call('HINCRBY', KEYS[5], 'bytes', bytes)
+end
+return 1
+"""
+
+
+def _below(ts: int) -> bytes:
+    """The ZRANGEBYLEX bound just under commit ts ``ts`` (``+`` past the largest TSO)."""
+    return b"+" if ts >= 1 << 64 else b"(" + ts_hex(ts)
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """A DDL that must run after every change before it and before every change after it."""
+
+    ddl: DDLEvent
+
+
+class Staging:
+    """The staging area of one pipeline in Redis."""
+
+    def __init__(self, client: redis.Redis, pipeline: str) -> None:
+        self.client = client
+        self.pipeline = pipeline
+        self.prefix = f"tcs:{{{pipeline}}}:"
+        self._stage = client.register_script(_STAGE)
+
+    def key(self, name: str) -> str:
+        return self.prefix + name
+
+    def rows_key(self, tp: TopicPartition) -> str:
+        return self.key(f"rows:{tp.field}")
+
+    # --- the worker side ---------------------------------------------------------------------
+
+    def stage(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        rows: Sequence[RowChange],
+        ddls: Sequence[DDLEvent] = (),
+        watermark: int | None = None,
+        pipe: Any | None = None,
+    ) -> Any:
+        """Stage one message's events with its offset, atomically; a replayed offset is skipped.
+
+        Returns 1 when staged and 0 when the offset was staged before (with ``pipe``, the result
+        arrives when the pipeline executes).
+        """
+        members = [row_member(row, offset, i) for i, row in enumerate(rows)]
+        args = [tp.field, offset, "" if watermark is None else ts_hex(watermark), len(members)]
+        args += members
+        for ddl in ddls:
+            args += ddl_args(ddl)
+        keys = [
+            self.rows_key(tp),
+            self.key("offsets"),
+            self.key("watermarks"),
+            self.key("ddl"),
+            self.key("staged"),
+            self.key("ddl-ids"),
+        ]
+        return self._stage(keys=keys, args=args, client=pipe or self.client)
+
+    def set_partition_count(self, topic: str, count: int) -> None:
+        self.client.hset(self.key("partitions"), topic, count)
+
+    def staged_offset(self, tp: TopicPartition) -> int | None:
+        """The last Kafka offset staged for ``tp``: a new owner resumes after it."""
+        value = self.client.hget(self.key("offsets"), tp.field)
+        return None if value is None else int(value)
+
+    def staged_totals(self) -> tuple[int, int]:
+        """Rows and bytes staged and not yet trimmed (for backpressure)."""
+        totals = self.client.hgetall(self.key("staged"))
+        return int(totals.get(b"rows", 0)), int(totals.get(b"bytes", 0))
+
+    # --- watermarks --------------------------------------------------------------------------
+
+    def partitions(self) -> list[TopicPartition]:
+        counts = self.client.hgetall(self.key("partitions"))
+        return [
+            TopicPartition(topic.decode(), p)
+            for topic, count in sorted(counts.items())
+            for p in range(int(count))
+        ]
+
+    def watermarks(self) -> dict[TopicPartition, int | None]:
+        """Every known partition's resolved ts (None: none seen yet)."""
+        raw = self.client.hgetall(self.key("watermarks"))
+        return {
+            tp: int(raw[tp.field.encode()], 16) if tp.field.encode() in raw else None
+            for tp in self.partitions()
+        }
+
+    def global_resolved_ts(self) -> int | None:
+        """The minimum watermark over every partition of every topic; None while any is unknown."""
+        marks = self.watermarks()
+        if not marks or any(mark is None for mark in marks.values()):
+            return None
+        return min(mark for mark in marks.values() if mark is not None)
+
+    # --- the sink side -----------------------------------------------------------------------
+
+    def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
+        """Staged changes with ``after < commit_ts <= upto``, in commit-ts order across partitions.
+
+        DDL come out as barriers in their place (after every row with a smaller or equal commit
+        ts, before every row with a greater one). Copies of one row version (TiCDC re-sends)
+        collapse. Reads page by page, so memory is bounded by the page size per partition.
+        """
+        if upto <= after:
+            return
+        streams = [self._scan(self.rows_key(tp), after, upto) for tp in self.partitions()]
+        ddls = self._scan(self.key("ddl"), after, upto)
+        merged = heapq.merge(*streams, key=lambda member: member[:TS_DIGITS])
+        pending_ddl = next(ddls, None)
+        seen: set[bytes] = set()
+        current_ts = b""
+        for member in merged:
+            ts = member[:TS_DIGITS]
+            while pending_ddl is not None and pending_ddl[:TS_DIGITS] < ts:
+                yield Barrier(
+                    unpack_ddl(int(pending_ddl[:TS_DIGITS], 16), pending_ddl[DDL_PREFIX:])
+                )
+                pending_ddl = next(ddls, None)
+            if ts != current_ts:
+                current_ts = ts
+                seen.clear()
+            body = member[ROW_PREFIX:]
+            if body in seen:
+                continue
+            seen.add(body)
+            yield unpack_row(int(ts, 16), body)
+        while pending_ddl is not None:
+            yield Barrier(unpack_ddl(int(pending_ddl[:TS_DIGITS], 16), pending_ddl[DDL_PREFIX:]))
+            pending_ddl = next(ddls, None)
+
+    def _scan(self, key: str, after: int, upto: int) -> Iterator[bytes]:
+        low = b"(" + ts_hex(after) + b"\xff"
+        high = _below(upto + 1)
+        start = 0
+        while True:
+            page = self.client.zrangebylex(key, low, high, start=start, num=RELEASE_PAGE)
+            yield from page
+            if len(page) < RELEASE_PAGE:
+                return
+            start += len(page)
+
+    def trim(self, checkpoint: int) -> int:
+        """Delete every staged change with commit_ts <= ``checkpoint``; returns rows removed."""
+        high = _below(checkpoint + 1)
+        removed_rows = removed_bytes = 0
+        for tp in self.partitions():
+            key = self.rows_key(tp)
+            while True:
+                page = self.client.zrangebylex(key, b"-", high, start=0, num=RELEASE_PAGE)
+                if not page:
+                    break
+                self.client.zrem(key, *page)
+                removed_rows += len(page)
+                removed_bytes += sum(len(member) for member in page)
+        applied = self.client.zrangebylex(self.key("ddl"), b"-", high)
+        if applied:
+            ids = [m[:TS_DIGITS] + _digest(m[DDL_PREFIX:]) for m in applied]
+            self.client.hdel(self.key("ddl-ids"), *ids)
+            self.client.zrem(self.key("ddl"), *applied)
+        if removed_rows:
+            pipe = self.client.pipeline()
+            pipe.hincrby(self.key("staged"), "rows", -removed_rows)
+            pipe.hincrby(self.key("staged"), "bytes", -removed_bytes)
+            pipe.execute()
+        return removed_rows
+
+
+__all__ = ["Barrier", "Staging", "TopicPartition", "Value", "pack_row", "unpack_row"]

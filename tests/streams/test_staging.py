@@ -1,0 +1,107 @@
+"""Redis staging against the real Redis: order, replays, watermarks, DDL barriers, trimming."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from streams.model import DDLEvent, Op, RowChange, column_type
+from streams.staging import Barrier, Staging, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+COLUMNS = {"id": column_type(8, 10), "v": column_type(15, 64)}
+BIG_TS = 449_000_000_000_000_000  # above 2**53: must never go through a float
+
+
+def row(ts: int, key: int, value: str = "x", op: Op = Op.INSERT) -> RowChange:
+    image = {"id": key, "v": value}
+    return RowChange(ts, "db", "t", op, COLUMNS, None if op is Op.DELETE else image, None)
+
+
+@pytest.fixture
+def staging(redis_client: Any, unique: str) -> Any:
+    stage = Staging(redis_client, unique)
+    stage.set_partition_count("topic", 2)
+    yield stage
+    for key in redis_client.scan_iter(f"{stage.prefix}*"):
+        redis_client.delete(key)
+
+
+P0, P1 = TopicPartition("topic", 0), TopicPartition("topic", 1)
+
+
+def test_release_orders_by_commit_ts_across_partitions(staging: Staging) -> None:
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1), row(BIG_TS + 5, 2)])
+    staging.stage(P1, 0, [row(BIG_TS + 2, 3)])
+    staging.stage(P1, 1, [row(BIG_TS + 4, 4)])
+    released = list(staging.release(BIG_TS, BIG_TS + 4))
+    assert [(r.commit_ts, r.new["id"]) for r in released] == [  # type: ignore[union-attr]
+        (BIG_TS + 1, 1),
+        (BIG_TS + 2, 3),
+        (BIG_TS + 4, 4),
+    ]
+    # Nothing newer than the resolved ts it is released at.
+    later = list(staging.release(BIG_TS + 4, BIG_TS + 10))
+    assert [r.commit_ts for r in later] == [BIG_TS + 5]  # type: ignore[union-attr]
+
+
+def test_a_replayed_offset_is_skipped_and_copies_collapse(staging: Staging) -> None:
+    assert staging.stage(P0, 7, [row(BIG_TS + 1, 1)]) == 1
+    assert staging.stage(P0, 7, [row(BIG_TS + 1, 1)]) == 0
+    assert staging.stage(P0, 3, [row(BIG_TS + 1, 9)]) == 0
+    # TiCDC re-sending one row version at a new offset: staged, but released once.
+    assert staging.stage(P0, 8, [row(BIG_TS + 1, 1)]) == 1
+    assert staging.staged_offset(P0) == 8
+    assert [r.new for r in staging.release(0, BIG_TS + 1)] == [{"id": 1, "v": "x"}]  # type: ignore[union-attr]
+
+
+def test_watermarks_never_go_back_and_an_idle_partition_blocks(staging: Staging) -> None:
+    staging.stage(P0, 0, [], watermark=BIG_TS + 10)
+    assert staging.global_resolved_ts() is None  # partition 1 has said nothing yet
+    staging.stage(P1, 0, [], watermark=BIG_TS + 20)
+    assert staging.global_resolved_ts() == BIG_TS + 10
+    staging.stage(P0, 1, [], watermark=BIG_TS + 5)  # an older, replayed resolved event
+    assert staging.watermarks()[P0] == BIG_TS + 10
+    staging.stage(P0, 2, [], watermark=(1 << 64) - 1)
+    assert staging.global_resolved_ts() == BIG_TS + 20
+
+
+def test_a_broadcast_ddl_is_staged_once_and_split_ddls_are_kept(staging: Staging) -> None:
+    create = DDLEvent(BIG_TS + 3, "db", "t", "CREATE TABLE t (id INT)", 3)
+    second = DDLEvent(BIG_TS + 3, "db", "u", "CREATE TABLE u (id INT)", 3)
+    for offset, tp in enumerate([P0, P1]):
+        staging.stage(tp, offset, [], ddls=[create, second])
+    staging.stage(P0, 5, [row(BIG_TS + 1, 1), row(BIG_TS + 4, 2)])
+    staging.stage(P1, 5, [row(BIG_TS + 3, 3)])
+    released = list(staging.release(0, BIG_TS + 4))
+    shape = [
+        ("ddl", r.ddl.table) if isinstance(r, Barrier) else ("row", r.new["id"]) for r in released
+    ]  # type: ignore[index]
+    assert shape == [("row", 1), ("row", 3), ("ddl", "t"), ("ddl", "u"), ("row", 2)]
+
+
+def test_trim_removes_what_was_applied_and_counts_down(staging: Staging) -> None:
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1), row(BIG_TS + 2, 2)])
+    staging.stage(P1, 0, [row(BIG_TS + 3, 3)], ddls=[DDLEvent(BIG_TS + 2, "db", None, "q", 1)])
+    assert staging.staged_totals()[0] == 3
+    assert staging.trim(BIG_TS + 2) == 2
+    assert staging.staged_totals()[0] == 1
+    assert [r.commit_ts for r in staging.release(0, (1 << 64) - 1)] == [BIG_TS + 3]  # type: ignore[union-attr]
+
+
+def test_values_survive_staging_exactly(staging: Staging) -> None:
+    columns = {"u": column_type(8, 0x80 | 10), "b": column_type(252, 65), "f": column_type(5, 64)}
+    original = RowChange(
+        (1 << 64) - 2,
+        "库",
+        "表`x",
+        Op.UPDATE,
+        columns,
+        {"u": (1 << 64) - 1, "b": b"\x00\xff", "f": 0.1},
+        {"u": 0, "b": None, "f": None},
+        partition_id=7,
+    )
+    staging.stage(P0, 0, [original])
+    assert list(staging.release(0, (1 << 64) - 1)) == [original]
