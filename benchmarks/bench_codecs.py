@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 import orjson
 
-from benchmarks.workload import make_rows
 from streams.codecs import codec_for
 from streams.codecs.open_protocol import split_frames
 from streams.codecs.simple import avro_schema
+from ticdc_sink.workload import make_rows
 
 
 def best_rate(events: int, run: Callable[[], object], repeat: int) -> float:

@@ -38,6 +38,12 @@ def _decode(args: argparse.Namespace) -> int:
     return run_decode(args.protocol, args.key, args.values)
 
 
+def _demo(args: argparse.Namespace) -> int:
+    from ticdc_sink.demo import run_demo
+
+    return run_demo(settings_from(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticdc-sink",
@@ -66,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kafka value files (default: stdin, '-'); one codec decodes them in turn",
     )
     decode.set_defaults(handler=_decode)
+
+    demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
+    demo.set_defaults(handler=_demo)
     return parser
 
 

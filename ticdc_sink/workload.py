@@ -1,4 +1,4 @@
-"""A realistic row shape shared by the benchmarks: 10 columns of the common MySQL types."""
+"""A seeded workload of realistic rows: 10 columns of the common MySQL types (demo, benchmarks)."""
 
 from __future__ import annotations
 
