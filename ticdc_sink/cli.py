@@ -44,6 +44,12 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(settings_from(args))
 
 
+def _worker(args: argparse.Namespace) -> int:
+    from streams.worker import run_worker
+
+    return run_worker(settings_from(args))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticdc-sink",
@@ -72,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="Kafka value files (default: stdin, '-'); one codec decodes them in turn",
     )
     decode.set_defaults(handler=_decode)
+
+    worker = commands.add_parser("worker", help="consume TiCDC topics and stage them in Redis")
+    worker.set_defaults(handler=_worker)
 
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)

@@ -1,0 +1,161 @@
+"""The Faust worker: consume TiCDC topics, decode each message, stage it in Redis, then move on.
+
+Faust acknowledges an event when the agent moves past it and commits acknowledged offsets on a
+timer, so staging happens before the agent takes the next event: a committed offset is always
+staged. ``at_least_once`` and the staging script's offset check make re-delivery harmless.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from config.errors import ConfigError, DecodeError
+from config.settings import OnError, Settings
+from streams.codecs import Codec, codec_for
+from streams.model import DDLEvent, Resolved, RowChange
+from streams.staging import Staging, TopicPartition
+
+log = logging.getLogger("ticdc_sink.worker")
+
+# A member that stops heartbeating for this long loses its partitions to the others.
+SESSION_TIMEOUT_S = 30.0
+HEARTBEAT_INTERVAL_S = 3.0
+# Faust commits acknowledged (hence staged) offsets this often, or every N events.
+COMMIT_INTERVAL_S = 1.0
+COMMIT_EVERY = 5_000
+# How long a paused worker waits before looking at the staged totals again.
+BACKPRESSURE_POLL_S = 0.5
+
+
+class MessageStager:
+    """Decodes one Kafka message and stages its events; the pure middle of the worker."""
+
+    def __init__(self, staging: Staging, codec: Codec, on_error: OnError) -> None:
+        self.staging = staging
+        self.codec = codec
+        self.on_error = on_error
+        self.dead_letters = 0
+
+    def __call__(
+        self, tp: TopicPartition, offset: int, key: bytes | None, value: bytes | None
+    ) -> int:
+        """Stage one message; returns the number of row changes staged (0 for a replay)."""
+        try:
+            events = self.codec.decode(key, value or b"")
+        except DecodeError as error:
+            if self.on_error is OnError.HALT:
+                raise
+            self.dead_letter(tp, offset, key, value, error)
+            # The offset still counts as staged, so a replay does not dead-letter it twice.
+            self.staging.stage(tp, offset, [])
+            return 0
+        rows = [e for e in events if isinstance(e, RowChange)]
+        ddls = [e for e in events if isinstance(e, DDLEvent)]
+        marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
+        staged = self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None)
+        return len(rows) if staged else 0
+
+    def dead_letter(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        key: bytes | None,
+        value: bytes | None,
+        error: DecodeError,
+    ) -> None:
+        self.dead_letters += 1
+        log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
+        self.staging.client.xadd(
+            self.staging.key("deadletters"),
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "offset": offset,
+                "key": key or b"",
+                "value": value or b"",
+                "error": str(error),
+            },
+        )
+
+
+async def _record_partition_counts(settings: Settings, staging: Staging) -> None:
+    """The partition count of every topic, from the topic's own metadata."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    await admin.start()
+    try:
+        for description in await admin.describe_topics(list(settings.topics)):
+            if description["error_code"]:
+                raise ConfigError(f"TICDC_SINK_TOPICS: topic {description['topic']!r} not found")
+            staging.set_partition_count(description["topic"], len(description["partitions"]))
+    finally:
+        await admin.close()
+
+
+def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None = None) -> Any:
+    """The Faust app of one pipeline: an agent over ``TICDC_SINK_TOPICS`` that stages."""
+    import faust
+
+    if not settings.topics:
+        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
+    app = faust.App(
+        settings.group,
+        broker=[f"kafka://{server}" for server in settings.kafka.split(",")],
+        key_serializer="raw",
+        value_serializer="raw",
+        processing_guarantee="at_least_once",
+        broker_session_timeout=SESSION_TIMEOUT_S,
+        broker_heartbeat_interval=HEARTBEAT_INTERVAL_S,
+        broker_commit_interval=COMMIT_INTERVAL_S,
+        broker_commit_every=COMMIT_EVERY,
+        consumer_auto_offset_reset="earliest",
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        store="memory://",
+        web_enabled=False,
+    )
+    topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
+    staging = (staging_factory or (lambda: _staging(settings)))()
+    stager = MessageStager(staging, codec_for(settings.protocol), settings.on_error)
+
+    @app.task
+    async def partition_counts() -> None:
+        await _record_partition_counts(settings, staging)
+
+    @app.agent(topic)
+    async def stage(stream: Any) -> None:
+        async for event in stream.events():
+            message = event.message
+            tp = TopicPartition(message.topic, message.partition)
+            stager(tp, message.offset, message.key, message.value)
+            await _wait_for_room(settings, staging)
+
+    return app
+
+
+async def _wait_for_room(settings: Settings, staging: Staging) -> None:
+    """Backpressure: hold the agent (and so its partitions) while staging is over its limits."""
+    while True:
+        rows, size = staging.staged_totals()
+        if rows < settings.max_staged_rows and size < settings.max_staged_bytes:
+            return
+        await asyncio.sleep(BACKPRESSURE_POLL_S)
+
+
+def _staging(settings: Settings) -> Staging:
+    return Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+
+
+def run_worker(settings: Settings) -> int:
+    """Run a worker until it is stopped (SIGTERM/SIGINT)."""
+    from faust.worker import Worker
+
+    app = build_app(settings)
+    Worker(app, loglevel="info", quiet=True).execute_from_commandline()
+    return 0

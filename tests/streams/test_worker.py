@@ -1,0 +1,135 @@
+"""The Faust worker as users run it (`ticdc-sink worker`), against real Kafka and Redis."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from streams.codecs import codec_for
+from streams.model import DDLEvent, Resolved, RowChange
+from streams.staging import Staging
+from ticdc_sink.workload import make_rows
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+
+
+async def _produce(settings: Any, topic: str, messages: list[tuple[int, Any]]) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka, enable_idempotence=True)
+    await producer.start()
+    try:
+        for partition, message in messages:
+            await producer.send(topic, message.value, key=message.key, partition=partition)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _messages(rows: list[RowChange], protocol: str, bad: bool = False) -> list[tuple[int, Any]]:
+    codec = codec_for(protocol)
+    ddl = DDLEvent(
+        rows[0].commit_ts - 1, "bench", "orders", "CREATE TABLE bench.orders (id INT)", 3
+    )
+    messages: list[tuple[int, Any]] = []
+    for partition in range(PARTITIONS):
+        messages += [(partition, m) for m in codec.encode([ddl])]
+        mine = [r for r in rows if int((r.new or r.old or {})["id"]) % PARTITIONS == partition]  # type: ignore[arg-type]
+        for start in range(0, len(mine), 64):
+            messages += [(partition, m) for m in codec.encode(mine[start : start + 64])]
+            if bad and start == 0:
+                messages.append((partition, type(messages[-1][1])(b"\x00" * 8, b"garbage")))
+        messages += [(partition, m) for m in codec.encode([Resolved(rows[-1].commit_ts)])]
+    return messages
+
+
+def _start_worker(settings: Any, topic: str, group: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "TICDC_SINK_TOPICS": topic,
+        "TICDC_SINK_GROUP": group,
+        "TICDC_SINK_PROTOCOL": "open",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sink", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def _wait_resolved(staging: Staging, ts: int, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        resolved = staging.global_resolved_ts()
+        if resolved is not None and resolved >= ts:
+            return
+        time.sleep(0.25)
+    pytest.fail(f"global resolved ts {staging.global_resolved_ts()} never reached {ts}")
+
+
+@pytest.fixture
+async def topic(kafka_admin: Any, unique: str) -> Any:
+    from aiokafka.admin import NewTopic
+
+    await kafka_admin.create_topics([NewTopic(unique, PARTITIONS, 1)])
+    yield unique
+    await kafka_admin.delete_topics([unique])
+
+
+@pytest.fixture
+def staging(redis_client: Any, unique: str) -> Any:
+    stage = Staging(redis_client, unique)
+    yield stage
+    for key in redis_client.scan_iter(f"{stage.prefix}*"):
+        redis_client.delete(key)
+
+
+async def test_worker_stages_every_partition_in_order(
+    settings: Any, topic: str, staging: Staging, unique: str
+) -> None:
+    rows = make_rows(2_000, seed=11)
+    await _produce(settings, topic, _messages(rows, "open", bad=True))
+    worker = _start_worker(settings, topic, unique)
+    try:
+        _wait_resolved(staging, rows[-1].commit_ts)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
+    assert released == rows
+    # The partition count came from Kafka's metadata, and bad messages were quarantined.
+    assert len(staging.partitions()) == PARTITIONS
+    assert staging.client.xlen(staging.key("deadletters")) == PARTITIONS
+
+
+async def test_a_sigkilled_worker_loses_nothing_and_duplicates_nothing(
+    settings: Any, topic: str, staging: Staging, unique: str
+) -> None:
+    rows = make_rows(6_000, seed=12)
+    await _produce(settings, topic, _messages(rows, "open"))
+    for _ in range(2):
+        worker = _start_worker(settings, topic, unique)
+        deadline = time.monotonic() + 60
+        while staging.staged_totals()[0] < 500 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait(timeout=30)
+    worker = _start_worker(settings, topic, unique)
+    try:
+        _wait_resolved(staging, rows[-1].commit_ts)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
+    assert released == rows
+    assert staging.staged_totals()[0] == len(rows)
