@@ -50,6 +50,24 @@ def _worker(args: argparse.Namespace) -> int:
     return run_worker(settings_from(args))
 
 
+def _status(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import orjson
+    import redis
+
+    from streams.staging import Staging
+    from streams.status import kafka_offsets, render, snapshot
+
+    settings = settings_from(args)
+    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
+    # The sink's checkpoint is read from the downstream once the sink exists; None until then.
+    document = snapshot(staging, committed, ends, checkpoint_ts=None)
+    print(orjson.dumps(document).decode() if args.json else render(document))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticdc-sink",
@@ -81,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="consume TiCDC topics and stage them in Redis")
     worker.set_defaults(handler=_worker)
+
+    status = commands.add_parser("status", help="per-partition progress and the global resolved ts")
+    status.add_argument("--json", action="store_true", help="print one JSON document")
+    status.set_defaults(handler=_status)
 
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)

@@ -133,3 +133,38 @@ async def test_a_sigkilled_worker_loses_nothing_and_duplicates_nothing(
     released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
     assert released == rows
     assert staging.staged_totals()[0] == len(rows)
+
+
+async def test_status_names_the_partition_that_blocks(
+    settings: Any, topic: str, staging: Staging, unique: str
+) -> None:
+    import json
+
+    rows = make_rows(200, seed=13)
+    messages = [m for m in _messages(rows, "open") if m[0] != 3 or not _is_resolved(m[1])]
+    await _produce(settings, topic, messages)
+    worker = _start_worker(settings, topic, unique)
+    try:
+        deadline = time.monotonic() + 60
+        while sum(m is not None for m in staging.watermarks().values()) < 3:
+            assert time.monotonic() < deadline, staging.watermarks()
+            time.sleep(0.25)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    env = {**os.environ, "TICDC_SINK_GROUP": unique, "TICDC_SINK_TOPICS": topic}
+    result = subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "status", "--json"], env=env, capture_output=True
+    )
+    document = json.loads(result.stdout)
+    assert document["global_resolved_ts"] is None
+    assert document["blocking_partitions"] == [f"{topic}:3"]
+    assert document["checkpoint_ts"] is None
+    assert len(document["partitions"]) == PARTITIONS
+    assert sum(p["staged_rows"] for p in document["partitions"]) == len(rows)
+
+
+def _is_resolved(message: Any) -> bool:
+    return any(
+        isinstance(e, Resolved) for e in codec_for("open").decode(message.key, message.value)
+    )
