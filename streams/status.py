@@ -12,6 +12,8 @@ async def kafka_offsets(
     settings: Settings, partitions: list[TopicPartition]
 ) -> tuple[dict[TopicPartition, int | None], dict[TopicPartition, int]]:
     """The group's committed offset and the log end offset of each partition."""
+    if not partitions:
+        return {}, {}
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.admin import AIOKafkaAdminClient

@@ -65,6 +65,8 @@ def _status(args: argparse.Namespace) -> int:
     # The sink's checkpoint is read from the downstream once the sink exists; None until then.
     document = snapshot(staging, committed, ends, checkpoint_ts=None)
     print(orjson.dumps(document).decode() if args.json else render(document))
+    if not document["partitions"] and not args.json:
+        print("no partitions known yet: a worker records them from Kafka's metadata at start")
     return 0
 
 
