@@ -1,0 +1,111 @@
+"""One worker staging Open Protocol messages from Kafka into Redis, next to decode alone.
+
+Produces a seeded workload to a fresh 4-partition topic, runs one `ticdc-sink worker` on it, and
+prints the staging rate (rows/s from the first staged row until the global resolved ts covers the
+workload) beside the codec-only decode rate of the same messages measured in the same run.
+Target: staging at >= 0.50 of the decode-only rate. Needs `ticdc-sink services up`.
+
+    python -m benchmarks.bench_streams [--rows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import redis
+
+from config.settings import load_settings
+from streams.codecs import KafkaMessage, codec_for
+from streams.model import Resolved, RowChange
+from streams.staging import Staging
+from ticdc_sink.workload import make_rows
+
+PARTITIONS = 4
+
+
+async def _produce(bootstrap: str, topic: str, messages: list[tuple[int, KafkaMessage]]) -> None:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        for partition, message in messages:
+            await producer.send(topic, message.value, key=message.key, partition=partition)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def _key(row: RowChange) -> int:
+    image = row.new if row.new is not None else row.old
+    return int((image or {})["id"])  # type: ignore[arg-type]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=64_000)
+    args = parser.parse_args()
+    settings = load_settings()
+    topic = f"bench-streams-{uuid.uuid4().hex[:8]}"
+    rows = make_rows(args.rows)
+    codec = codec_for("open")
+    messages: list[tuple[int, KafkaMessage]] = []
+    for partition in range(PARTITIONS):
+        mine = [r for r in rows if _key(r) % PARTITIONS == partition]
+        messages += [(partition, m) for m in codec.encode(mine)]
+        messages += [(partition, m) for m in codec.encode([Resolved(rows[-1].commit_ts)])]
+
+    decoder = codec_for("open")
+    start = time.perf_counter()
+    for _, message in messages:
+        decoder.decode(message.key, message.value)
+    decode_rate = len(rows) / (time.perf_counter() - start)
+
+    asyncio.run(_produce(settings.kafka, topic, messages))
+    staging = Staging(redis.Redis.from_url(settings.redis_url), topic)
+    env = {**os.environ, "TICDC_SINK_TOPICS": topic, "TICDC_SINK_GROUP": topic}
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sink", "worker"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        while staging.staged_totals()[0] == 0:
+            time.sleep(0.01)
+        first = time.perf_counter()
+        while (staging.global_resolved_ts() or 0) < rows[-1].commit_ts:
+            time.sleep(0.01)
+        stage_rate = len(rows) / (time.perf_counter() - first)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+        for key in staging.client.scan_iter(f"{staging.prefix}*"):
+            staging.client.delete(key)
+
+    print(
+        f"{len(rows)} Open Protocol row events, 16 per message, {PARTITIONS} partitions, 1 worker"
+    )
+    print(f"{'path':34} {'rows/s':>10}")
+    print(f"{'decode only (same messages)':34} {decode_rate:10,.0f}")
+    print(f"{'Kafka -> worker -> Redis staging':34} {stage_rate:10,.0f}")
+    print(f"{'ratio':34} {stage_rate / decode_rate:10.2f}")
+
+
+if __name__ == "__main__":
+    main()
