@@ -13,13 +13,16 @@ Lua script can touch all of them atomically, on a single Redis or a cluster alik
   offset and the partition's resolved ts (16 hex digits; it only moves forward).
 - ``partitions``: topic -> partition count, from the topic's metadata.
 - ``staged``: counters of staged rows and bytes, for backpressure.
+- ``held``, ``held-ts``: messages that cannot be decoded yet (Simple DML before its schema) and,
+  per partition, the smallest commit ts among them, which caps that partition's progress.
+- ``schemas``: the Simple protocol's table schemas; ``deadletters``: a stream of bad messages.
 """
 
 from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,10 +124,17 @@ if staged and tonumber(staged) >= tonumber(ARGV[2]) then
 end
 local rows = tonumber(ARGV[4])
 local bytes = 0
+local batch = {}
 for i = 1, rows do
   local member = ARGV[4 + i]
-  redis.call('ZADD', KEYS[1], 0, member)
+  batch[#batch + 1] = 0
+  batch[#batch + 1] = member
   bytes = bytes + string.len(member)
+  -- ZADD in slices: one call per row costs more than the row itself.
+  if #batch >= 256 or i == rows then
+    redis.call('ZADD', KEYS[1], unpack(batch))
+    batch = {}
+  end
 end
 for i = 5 + rows, #ARGV, 3 do
   -- A DDL is staged once, the first time any partition delivers it; its sequence number keeps
@@ -156,6 +166,14 @@ def _below(ts: int) -> bytes:
     return b"+" if ts >= 1 << 64 else b"(" + ts_hex(ts)
 
 
+_HOLD_TS = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+if (not current) or ARGV[2] < current then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+"""
+
+
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A DDL that must run after every change before it and before every change after it."""
@@ -171,6 +189,7 @@ class Staging:
         self.pipeline = pipeline
         self.prefix = f"tcs:{{{pipeline}}}:"
         self._stage = client.register_script(_STAGE)
+        self._hold_ts = client.register_script(_HOLD_TS)
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -217,10 +236,58 @@ class Staging:
         value = self.client.hget(self.key("offsets"), tp.field)
         return None if value is None else int(value)
 
+    def staged_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The last staged offset of each of ``partitions`` that has one (one round trip)."""
+        ordered = list(partitions)
+        if not ordered:
+            return {}
+        values = self.client.hmget(self.key("offsets"), [tp.field for tp in ordered])
+        return {tp: int(v) for tp, v in zip(ordered, values, strict=True) if v is not None}
+
     def staged_totals(self) -> tuple[int, int]:
         """Rows and bytes staged and not yet trimmed (for backpressure)."""
         totals = self.client.hgetall(self.key("staged"))
         return int(totals.get(b"rows", 0)), int(totals.get(b"bytes", 0))
+
+    def hold(
+        self, tp: TopicPartition, offset: int, key: bytes | None, value: bytes, commit_ts: int,
+        pipe: Any | None = None,
+    ) -> None:  # fmt: skip
+        """Keep a message that cannot be decoded yet (a Simple DML before its schema).
+
+        Its partition's progress stops short of ``commit_ts`` until it is staged, so the sink
+        never releases past a change it does not have.
+        """
+        client = pipe or self.client
+        entry = msgpack.packb([tp.topic, tp.partition, offset, key, value, commit_ts])
+        client.rpush(self.key("held"), entry)
+        self._hold_ts(keys=[self.key("held-ts")], args=[tp.field, ts_hex(commit_ts)], client=client)
+
+    def held(self) -> list[tuple[bytes, TopicPartition, int, bytes | None, bytes, int]]:
+        """Every held message: (entry, partition, offset, key, value, commit ts)."""
+        out = []
+        for entry in self.client.lrange(self.key("held"), 0, -1):
+            topic, partition, offset, key, value, commit_ts = msgpack.unpackb(entry)
+            out.append((entry, TopicPartition(topic, partition), offset, key, value, commit_ts))
+        return out
+
+    def stage_held(
+        self, entry: bytes, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
+    ) -> None:
+        """Stage a held message's rows now that it decodes, and let its partition move on."""
+        members = [row_member(row, offset, i) for i, row in enumerate(rows)]
+        pipe = self.client.pipeline()
+        if members:
+            pipe.zadd(self.rows_key(tp), dict.fromkeys(members, 0))
+            pipe.hincrby(self.key("staged"), "rows", len(members))
+            pipe.hincrby(self.key("staged"), "bytes", sum(map(len, members)))
+        pipe.lrem(self.key("held"), 1, entry)
+        pipe.execute()
+        remaining = [h[5] for h in self.held() if h[1] == tp]
+        if remaining:
+            self.client.hset(self.key("held-ts"), tp.field, ts_hex(min(remaining)))
+        else:
+            self.client.hdel(self.key("held-ts"), tp.field)
 
     # --- watermarks --------------------------------------------------------------------------
 
@@ -241,11 +308,21 @@ class Staging:
         }
 
     def global_resolved_ts(self) -> int | None:
-        """The minimum watermark over every partition of every topic; None while any is unknown."""
+        """The minimum watermark over every partition of every topic; None while any is unknown.
+
+        A partition holding a message it cannot decode yet counts as resolved only up to just
+        before that message's commit ts.
+        """
         marks = self.watermarks()
         if not marks or any(mark is None for mark in marks.values()):
             return None
-        return min(mark for mark in marks.values() if mark is not None)
+        held = {
+            field.decode(): int(ts, 16) - 1
+            for field, ts in self.client.hgetall(self.key("held-ts")).items()
+        }
+        return min(
+            min(mark, held.get(tp.field, mark)) for tp, mark in marks.items() if mark is not None
+        )
 
     # --- the sink side -----------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ import redis
 from config.errors import ConfigError, DecodeError
 from config.settings import OnError, Settings
 from streams.codecs import Codec, codec_for
-from streams.model import DDLEvent, Resolved, RowChange
+from streams.codecs.simple import MissingSchemaError
+from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
+from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
 
 log = logging.getLogger("ticdc_sink.worker")
@@ -33,6 +35,8 @@ COMMIT_EVERY = 5_000
 # Messages staged per Redis round trip, and how long a partial batch may wait for more.
 STAGE_BATCH = 200
 STAGE_WITHIN_S = 0.05
+# How often held messages (Simple DML before its schema) are retried without a new schema.
+HELD_RETRY_S = 5.0
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
 
@@ -45,6 +49,7 @@ class MessageStager:
         self.codec = codec
         self.on_error = on_error
         self.dead_letters = 0
+        self._schemas_changed = False
 
     def stage_batch(self, records: Sequence[Record]) -> int:
         """Stage consecutive messages in one Redis round trip; returns the rows newly staged.
@@ -52,16 +57,41 @@ class MessageStager:
         Each message is still its own atomic script call, applied in order, so a crash midway
         leaves a prefix staged and the rest to be re-delivered.
         """
+        # Replays (a rebalance, a restart after a crash) are skipped before any decoding; the
+        # staging script checks again, atomically, so a race between workers is still safe.
+        staged = self.staging.staged_offsets({record[0] for record in records})
+        fresh = [r for r in records if staged.get(r[0], -1) < r[1]]
         pipe = self.staging.client.pipeline(transaction=False)
-        row_counts = [self._stage(record, pipe) for record in records]
+        self._schemas_changed = False
+        row_counts = [self._stage(record, pipe) for record in fresh]
         results = pipe.execute()
+        if self._schemas_changed and self.staging.client.llen(self.staging.key("held")):
+            self.retry_held()
         staged_flags = iter(result for result in results if result in (0, 1))
         return sum(rows for rows, staged in zip(row_counts, staged_flags, strict=False) if staged)
+
+    def retry_held(self) -> int:
+        """Stage the held messages whose schema has arrived; returns how many were staged."""
+        staged = 0
+        for entry, tp, offset, key, value, _ in self.staging.held():
+            try:
+                events = self.codec.decode(key, value)
+            except MissingSchemaError:
+                continue
+            rows = [e for e in events if isinstance(e, RowChange)]
+            self.staging.stage_held(entry, tp, offset, rows)
+            staged += 1
+        return staged
 
     def _stage(self, record: Record, pipe: Any) -> int:
         tp, offset, key, value = record
         try:
             events = self.codec.decode(key, value or b"")
+        except MissingSchemaError as missing:
+            # Not bad input: its schema comes later (a consumer that started mid-stream).
+            self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, pipe=pipe)
+            self.staging.stage(tp, offset, [], pipe=pipe)
+            return 0
         except DecodeError as error:
             if self.on_error is OnError.HALT:
                 raise
@@ -72,6 +102,8 @@ class MessageStager:
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
+        if ddls or any(isinstance(e, Bootstrap) for e in events):
+            self._schemas_changed = True
         self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
         return len(rows)
 
@@ -131,11 +163,18 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     )
     topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
-    stager = MessageStager(staging, codec_for(settings.protocol), settings.on_error)
+    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
+    stager = MessageStager(staging, codec_for(settings.protocol, schemas), settings.on_error)
 
     @app.task
     async def partition_counts() -> None:
         await _record_partition_counts(settings, staging)
+
+    @app.timer(interval=HELD_RETRY_S)
+    async def retry_held() -> None:
+        # Another worker may have learned the schema a held message waits for.
+        if staging.client.llen(staging.key("held")):
+            stager.retry_held()
 
     @app.agent(topic)
     async def stage(stream: Any) -> None:

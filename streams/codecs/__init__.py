@@ -5,13 +5,18 @@ The codecs know nothing of Faust, Redis or Spark: bytes in, :mod:`streams.model`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from config.settings import Protocol
 from streams.codecs.base import Codec, KafkaMessage
 from streams.codecs.open_protocol import OpenProtocolCodec
 
+if TYPE_CHECKING:
+    from streams.codecs.simple_schema import SchemaStore
 
-def codec_for(protocol: Protocol | str) -> Codec:
-    """A new codec for ``protocol`` (stateful codecs keep their schema cache per instance)."""
+
+def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> Codec:
+    """A new codec for ``protocol``; the Simple codecs keep table schemas in ``schemas``."""
     protocol = Protocol(protocol)
     if protocol is Protocol.OPEN:
         return OpenProtocolCodec()
@@ -22,11 +27,11 @@ def codec_for(protocol: Protocol | str) -> Codec:
     if protocol is Protocol.SIMPLE:
         from streams.codecs.simple import SimpleJSONCodec
 
-        return SimpleJSONCodec()
+        return SimpleJSONCodec(schemas)
     if protocol is Protocol.SIMPLE_AVRO:
         from streams.codecs.simple import SimpleAvroCodec
 
-        return SimpleAvroCodec()
+        return SimpleAvroCodec(schemas)
     from streams.codecs.canal_json import CanalJSONCodec
 
     return CanalJSONCodec()

@@ -65,7 +65,9 @@ _UNTYPED = column_type(MySQLType.VARCHAR)
 class MissingSchemaError(DecodeError):
     """A DML message arrived before the schema version it was encoded with."""
 
-    def __init__(self, protocol: str, schema: str, table: str, version: int) -> None:
+    def __init__(
+        self, protocol: str, schema: str, table: str, version: int, commit_ts: int
+    ) -> None:
         super().__init__(
             protocol,
             f"no table schema yet for {schema}.{table} at version {version}",
@@ -74,6 +76,7 @@ class MissingSchemaError(DecodeError):
         self.schema = schema
         self.table = table
         self.version = version
+        self.commit_ts = commit_ts
 
 
 def _uint64(value: Any, field: str) -> int:
@@ -172,7 +175,8 @@ class _SimpleCodec(Codec):
         if layout is None:
             known = self.schemas.get(schema, table, version)
             if known is None and self.require_schema:
-                raise MissingSchemaError(self.protocol, schema, table, version)
+                commit_ts = _uint64(message["commitTs"], "commitTs")
+                raise MissingSchemaError(self.protocol, schema, table, version, commit_ts)
             types = {} if known is None else column_types(known)
             layout = {name: (kind, self._reader(kind)) for name, kind in types.items()}
             if known is not None:

@@ -1,0 +1,76 @@
+"""MessageStager over the real Redis: dead letters, halting, Simple DML before its schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from config.errors import DecodeError
+from config.settings import OnError
+from streams.codecs import codec_for
+from streams.model import Op, Resolved, RowChange, column_type
+from streams.schema_store import RedisSchemaStore
+from streams.staging import Staging, TopicPartition
+from streams.worker import MessageStager
+
+pytestmark = pytest.mark.integration
+
+TP = TopicPartition("topic", 0)
+TS = 449_000_000_000_000_100
+
+
+@pytest.fixture
+def staging(redis_client: Any, unique: str) -> Any:
+    stage = Staging(redis_client, unique)
+    stage.set_partition_count("topic", 1)
+    yield stage
+    for key in redis_client.scan_iter(f"{stage.prefix}*"):
+        redis_client.delete(key)
+
+
+def _simple_messages() -> list[Any]:
+    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
+    bootstrap, dml = codec_for("simple").encode([row])
+    (watermark,) = codec_for("simple").encode([Resolved(TS + 10)])
+    return [bootstrap, dml, watermark, row]
+
+
+def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) -> None:
+    bootstrap, dml, watermark, row = _simple_messages()
+    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
+    stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
+    stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    # Held, not dropped, and the partition's progress stops just short of it.
+    assert len(staging.held()) == 1
+    assert staging.global_resolved_ts() == TS - 1
+    assert list(staging.release(0, TS + 10)) == []
+    stager.stage_batch([(TP, 2, None, bootstrap.value)])
+    assert staging.held() == []
+    assert staging.global_resolved_ts() == TS + 10
+    assert list(staging.release(0, TS + 10)) == [row]
+    # A second worker's codec finds the schema in Redis.
+    other = codec_for("simple", RedisSchemaStore(staging.client, staging.key("schemas")))
+    assert other.decode(None, dml.value) == [row]
+
+
+def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(staging: Staging) -> None:
+    good = codec_for("open").encode([Resolved(TS)])[0]
+    stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
+    stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk"), (TP, 1, good.key, good.value)])
+    letters = staging.client.xrange(staging.key("deadletters"))
+    assert len(letters) == 1
+    fields = letters[0][1]
+    assert fields[b"offset"] == b"0" and fields[b"value"] == b"junk"
+    assert b"open:" in fields[b"error"]
+    assert staging.global_resolved_ts() == TS
+    # Re-delivery of the bad message does not dead-letter it twice.
+    stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
+    assert staging.client.xlen(staging.key("deadletters")) == 1
+
+
+def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
+    stager = MessageStager(staging, codec_for("open"), OnError.HALT)
+    with pytest.raises(DecodeError):
+        stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
+    assert staging.staged_offset(TP) is None
