@@ -41,6 +41,8 @@ DEFAULT_MAX_STAGED_BYTES = 1 << 30
 # Micro-batch bounds for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
 DEFAULT_BATCH_BYTES = 256 << 20
+# Faust's own default web port; 0 turns the worker's status page off.
+DEFAULT_WEB_PORT = 6066
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -119,6 +121,7 @@ class Settings(BaseModel):
     max_staged_bytes: int = Field(default=DEFAULT_MAX_STAGED_BYTES, gt=0)
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)
     batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, gt=0)
+    web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
 
     @field_validator("kafka")
     @classmethod

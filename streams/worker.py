@@ -15,12 +15,13 @@ from typing import Any
 import redis
 
 from config.errors import ConfigError, DecodeError
-from config.settings import OnError, Settings
+from config.settings import DEFAULT_WEB_PORT, OnError, Settings
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
 from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
+from streams.status import kafka_offsets, snapshot
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -159,7 +160,10 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         topic_allow_declare=False,
         topic_disable_leader=True,
         store="memory://",
-        web_enabled=False,
+        web_enabled=settings.web_port != 0,
+        web_port=settings.web_port or DEFAULT_WEB_PORT,
+        web_bind="127.0.0.1",
+        web_host="127.0.0.1",
     )
     topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
@@ -175,6 +179,11 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         # Another worker may have learned the schema a held message waits for.
         if staging.client.llen(staging.key("held")):
             stager.retry_held()
+
+    @app.page("/status/")
+    async def status_page(web: Any, request: Any) -> Any:
+        committed, ends = await kafka_offsets(settings, staging.partitions())
+        return web.json(snapshot(staging, committed, ends, checkpoint_ts=None))
 
     @app.agent(topic)
     async def stage(stream: Any) -> None:

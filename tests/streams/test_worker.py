@@ -58,6 +58,7 @@ def _start_worker(settings: Any, topic: str, group: str, **extra: str) -> subpro
         "TICDC_SINK_TOPICS": topic,
         "TICDC_SINK_GROUP": group,
         "TICDC_SINK_PROTOCOL": "open",
+        "TICDC_SINK_WEB_PORT": "0",
         **extra,
     }
     return subprocess.Popen(
@@ -145,12 +146,14 @@ async def test_status_names_the_partition_that_blocks(
     rows = make_rows(200, seed=13)
     messages = [m for m in _messages(rows, "open") if m[0] != 3 or not _is_resolved(m[1])]
     await _produce(settings, topic, messages)
-    worker = _start_worker(settings, topic, unique)
+    worker = _start_worker(settings, topic, unique, TICDC_SINK_WEB_PORT="16066")
     try:
         deadline = time.monotonic() + 60
         while sum(m is not None for m in staging.watermarks().values()) < 3:
             assert time.monotonic() < deadline, staging.watermarks()
             time.sleep(0.25)
+        page = _get_json("http://127.0.0.1:16066/status/", deadline)
+        assert page["blocking_partitions"] == [f"{topic}:3"]
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
@@ -251,3 +254,16 @@ async def test_backpressure_pauses_and_resumes(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def _get_json(url: str, deadline: float) -> Any:
+    import json
+    import urllib.request
+
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return json.loads(response.read())
+        except OSError:
+            assert time.monotonic() < deadline, f"{url} never answered"
+            time.sleep(0.25)
