@@ -199,14 +199,18 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
                 for e in events
             ]
             stager.stage_batch(records)
-            await _wait_for_room(settings, staging)
+            await _wait_for_room(app, settings, staging)
 
     return app
 
 
-async def _wait_for_room(settings: Settings, staging: Staging) -> None:
-    """Backpressure: hold the agent (and so its partitions) while staging is over its limits."""
-    while True:
+async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:
+    """Backpressure: hold the agent (and so its partitions) while staging is over its limits.
+
+    Faust stops fetching for a stream whose buffer is full, so Kafka keeps what Redis cannot
+    take yet; a worker asked to stop stops waiting.
+    """
+    while not app.should_stop:
         rows, size = staging.staged_totals()
         if rows < settings.max_staged_rows and size < settings.max_staged_bytes:
             return

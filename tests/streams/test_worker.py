@@ -246,6 +246,10 @@ async def test_backpressure_pauses_and_resumes(
         assert paused_at < limit + STAGE_BATCH * 64
         time.sleep(1)
         assert staging.staged_totals()[0] == paused_at
+        # A paused worker still stops promptly when asked.
+        os.killpg(worker.pid, signal.SIGTERM)
+        assert worker.wait(timeout=30) is not None
+        worker = _start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
         # The sink applies and trims: the worker resumes and finishes.
         while (staging.global_resolved_ts() or 0) < rows[-1].commit_ts:
             assert time.monotonic() < deadline + 120
