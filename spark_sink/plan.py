@@ -1,0 +1,84 @@
+"""Batch planning: collapse a batch's changes to one final action per (table, key).
+
+Pure functions over :class:`~streams.model.RowChange`. After planning, a table's batch is a set of
+keys to delete and a set of rows to upsert; the merge runs the deletes first, then the upserts.
+
+- A key's final state is its last change in commit order.
+- An update that changes the primary key, or a NOT NULL unique key, deletes the old key first:
+  upserting in place could collide with another row's unique value (a swap inside one
+  transaction), so such keys are deleted and inserted again.
+- A table without a primary or NOT NULL unique key is keyed by all its columns.
+- A delete carrying only handle-key columns (TiCDC without old values) deletes by that key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
+
+Key = tuple[Value, ...]
+_KEY_FLAGS = ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY
+
+
+@dataclass
+class TablePlan:
+    """The final actions for one table: keys to delete first, then rows to upsert."""
+
+    schema: str
+    table: str
+    key_columns: tuple[str, ...]
+    columns: dict[str, ColumnType] = field(default_factory=dict)
+    deletes: dict[Key, dict[str, Value]] = field(default_factory=dict)
+    upserts: dict[Key, dict[str, Value]] = field(default_factory=dict)
+
+
+def key_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
+    """The handle or primary key columns; every column when the table has neither."""
+    keys = tuple(name for name, kind in columns.items() if kind.flags & _KEY_FLAGS)
+    return keys or tuple(columns)
+
+
+def _unique_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
+    """Columns of NOT NULL unique keys besides the handle (a change to them needs delete+insert)."""
+    return tuple(
+        name
+        for name, kind in columns.items()
+        if kind.flags & ColumnFlag.UNIQUE_KEY and not kind.flags & ColumnFlag.NULLABLE
+    )
+
+
+def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
+    return tuple(image.get(name) for name in names)
+
+
+def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
+    """Collapse ``changes`` (in commit order) into one :class:`TablePlan` per table."""
+    plans: dict[tuple[str, str], TablePlan] = {}
+    for change in changes:
+        plan = plans.get((change.schema, change.table))
+        if plan is None:
+            plan = plans[(change.schema, change.table)] = TablePlan(
+                change.schema, change.table, key_columns(change.columns)
+            )
+        plan.columns.update(change.columns)
+        names = plan.key_columns
+        if change.op is Op.DELETE:
+            old = change.old or {}
+            key = _key(old, names)
+            plan.upserts.pop(key, None)
+            plan.deletes[key] = old
+            continue
+        new = change.new or {}
+        key = _key(new, names)
+        if change.op is Op.UPDATE and change.old is not None:
+            old_key = _key(change.old, names)
+            uniques = _unique_columns(change.columns)
+            moved = old_key != key or any(change.old.get(c) != new.get(c) for c in uniques)
+            if moved:
+                # The old key goes away: an upsert of it earlier in this batch is void.
+                plan.upserts.pop(old_key, None)
+                plan.deletes[old_key] = change.old
+        plan.upserts[key] = new
+    return list(plans.values())

@@ -1,0 +1,129 @@
+"""Planning against a model database: applying the plan equals replaying every change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_sink.plan import Key, TablePlan, plan_batch
+from streams.model import ColumnFlag, Op, RowChange, column_type
+
+PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+UNIQUE = int(ColumnFlag.UNIQUE_KEY)
+COLUMNS = {"id": column_type(3, PK), "u": column_type(3, UNIQUE), "v": column_type(15, 64)}
+NO_KEY = {"a": column_type(3, 64), "b": column_type(15, 64)}
+
+
+def replay(
+    state: dict[Key, dict[str, Any]], changes: list[RowChange], names: tuple[str, ...]
+) -> None:
+    """The reference: apply every change one by one."""
+    for change in changes:
+        if change.old is not None and change.op is not Op.INSERT:
+            state.pop(tuple(change.old[n] for n in names), None)
+        if change.new is not None:
+            state[tuple(change.new[n] for n in names)] = change.new
+
+
+def apply_plan(state: dict[Key, dict[str, Any]], plan: TablePlan) -> None:
+    """What the merge does: deletes first, then upserts; a unique value may not be duplicated."""
+    for key in plan.deletes:
+        state.pop(key, None)
+    for key, row in plan.upserts.items():
+        if "u" in row:
+            clash = [k for k, r in state.items() if r["u"] == row["u"] and k != key]
+            assert not clash, f"upsert {row} collides on the unique key with {clash}"
+        state[key] = row
+
+
+@st.composite
+def histories(draw: Any) -> tuple[dict[Key, dict[str, Any]], list[RowChange]]:
+    """A valid sequence of changes over a table with a primary and a unique key."""
+    state: dict[int, dict[str, Any]] = {}
+    ids = st.integers(0, 6)
+    changes: list[RowChange] = []
+    for ts in range(draw(st.integers(0, 30))):
+        free_u = [u for u in range(8) if all(r["u"] != u for r in state.values())]
+        choice = draw(st.sampled_from(["insert", "update", "delete", "swap"]))
+        if choice == "insert" or not state:
+            key = draw(ids)
+            if key in state or not free_u:
+                continue
+            row = {"id": key, "u": draw(st.sampled_from(free_u)), "v": draw(st.text(max_size=3))}
+            state[key] = row
+            changes.append(RowChange(ts, "d", "t", Op.INSERT, COLUMNS, row, None))
+        elif choice == "delete":
+            key = draw(st.sampled_from(sorted(state)))
+            old = state.pop(key)
+            image = {"id": key} if draw(st.booleans()) else old  # handle-key-only deletes
+            changes.append(RowChange(ts, "d", "t", Op.DELETE, COLUMNS, None, image))
+        elif choice == "swap" and len(state) >= 2:
+            a, b = draw(
+                st.lists(st.sampled_from(sorted(state)), min_size=2, max_size=2, unique=True)
+            )
+            new_a, new_b = dict(state[a], u=state[b]["u"]), dict(state[b], u=state[a]["u"])
+            changes += [
+                RowChange(ts, "d", "t", Op.UPDATE, COLUMNS, new_a, state[a]),
+                RowChange(ts, "d", "t", Op.UPDATE, COLUMNS, new_b, state[b]),
+            ]
+            state[a], state[b] = new_a, new_b
+        else:
+            key = draw(st.sampled_from(sorted(state)))
+            new_key = draw(ids)
+            if new_key != key and new_key in state:
+                continue
+            new = dict(state.pop(key), id=new_key, v=draw(st.text(max_size=3)))
+            changes.append(
+                RowChange(
+                    ts,
+                    "d",
+                    "t",
+                    Op.UPDATE,
+                    COLUMNS,
+                    new,
+                    state.get(key) or {**new, "id": key, "u": new["u"]},
+                )
+            )
+            state[new_key] = new
+    return {(k,): v for k, v in state.items()}, changes
+
+
+@settings(max_examples=400, deadline=None)
+@given(data=st.data())
+def test_plan_applied_equals_every_change_replayed(data: st.DataObject) -> None:
+    final, changes = data.draw(histories())
+    expected: dict[Key, dict[str, Any]] = {}
+    replay(expected, changes, ("id",))
+    assert expected == final
+    (plan,) = plan_batch(changes) or [TablePlan("d", "t", ("id",))]
+    got: dict[Key, dict[str, Any]] = {}
+    apply_plan(got, plan)
+    assert got == expected
+
+
+def test_a_table_without_a_key_is_keyed_by_all_columns() -> None:
+    row = {"a": 1, "b": "x"}
+    changes = [
+        RowChange(1, "d", "n", Op.INSERT, NO_KEY, row, None),
+        RowChange(2, "d", "n", Op.UPDATE, NO_KEY, {"a": 1, "b": "y"}, row),
+    ]
+    (plan,) = plan_batch(changes)
+    assert plan.key_columns == ("a", "b")
+    assert list(plan.deletes) == [(1, "x")]
+    assert list(plan.upserts.values()) == [{"a": 1, "b": "y"}]
+
+
+def test_a_primary_key_change_deletes_the_old_key() -> None:
+    old = {"id": 1, "u": 5, "v": "a"}
+    new = {"id": 2, "u": 5, "v": "a"}
+    (plan,) = plan_batch([RowChange(1, "d", "t", Op.UPDATE, COLUMNS, new, old)])
+    assert list(plan.deletes) == [(1,)]
+    assert list(plan.upserts) == [(2,)]
+
+
+def test_tables_are_planned_apart() -> None:
+    a = RowChange(1, "d", "a", Op.INSERT, COLUMNS, {"id": 1, "u": 1, "v": ""}, None)
+    b = RowChange(1, "d", "b", Op.INSERT, COLUMNS, {"id": 1, "u": 1, "v": ""}, None)
+    assert [(p.table, len(p.upserts)) for p in plan_batch([a, b])] == [("a", 1), ("b", 1)]
