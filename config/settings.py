@@ -122,6 +122,8 @@ class Settings(BaseModel):
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)
     batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, gt=0)
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
+    routes: str = ""
+    skip_tables: str = ""
 
     @field_validator("kafka")
     @classmethod

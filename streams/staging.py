@@ -371,6 +371,20 @@ class Staging:
                 return
             start += len(page)
 
+    def replay_offsets(self, checkpoint: int) -> dict[str, int]:
+        """Per partition, the Kafka offset a replay must start from to rebuild what is staged
+        after ``checkpoint``: the first such change's message, else the next unread one."""
+        staged = self.staged_offsets(self.partitions())
+        offsets = {}
+        for tp in self.partitions():
+            low = b"(" + ts_hex(checkpoint) + b"\xff"
+            first = self.client.zrangebylex(self.rows_key(tp), low, b"+", start=0, num=1)
+            if first:
+                offsets[tp.field] = int(first[0][TS_DIGITS : TS_DIGITS + OFFSET_DIGITS], 16)
+            else:
+                offsets[tp.field] = staged.get(tp, -1) + 1
+        return offsets
+
     def trim(self, checkpoint: int) -> int:
         """Delete every staged change with commit_ts <= ``checkpoint``; returns rows removed."""
         high = _below(checkpoint + 1)

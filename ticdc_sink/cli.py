@@ -70,6 +70,12 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _apply(args: argparse.Namespace) -> int:
+    from spark_sink.driver import run_sink
+
+    return run_sink(settings_from(args), once=args.once)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticdc-sink",
@@ -101,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="consume TiCDC topics and stage them in Redis")
     worker.set_defaults(handler=_worker)
+
+    apply = commands.add_parser("apply", help="apply staged changes to the downstream (the sink)")
+    apply.add_argument("--once", action="store_true", help="apply what is resolved now, then exit")
+    apply.set_defaults(handler=_apply)
 
     status = commands.add_parser("status", help="per-partition progress and the global resolved ts")
     status.add_argument("--json", action="store_true", help="print one JSON document")

@@ -1,0 +1,212 @@
+"""The downstream database: connections, identifiers, table layouts, DDL and the checkpoint."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+import pymysql
+
+from config.errors import ApplyError
+from config.settings import Settings
+
+log = logging.getLogger("ticdc_sink.sink")
+T = TypeVar("T")
+
+# MySQL errors that mean a retry may succeed: lost or refused connections, deadlocks, lock waits.
+TRANSIENT_ERRORS = frozenset({1205, 1213, 2003, 2006, 2013, 2055})
+# DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
+# exists / does not exist, duplicate column or key name, can't drop a missing column or key.
+ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
+RETRY_ATTEMPTS = 6
+RETRY_FIRST_DELAY_S = 0.5
+# Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
+# but a string by its bytes or its name.
+_NUMERIC_STAGING = ("bit", "enum", "set")
+
+
+def quote(identifier: str) -> str:
+    """A backtick-quoted identifier: any name from the stream is safe inside SQL."""
+    return "`" + identifier.replace("`", "``") + "`"
+
+
+def table_name(schema: str, table: str) -> str:
+    return f"{quote(schema)}.{quote(table)}"
+
+
+def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection:
+    """A connection to the downstream in UTC, with autocommit off unless asked."""
+    downstream = settings.downstream
+    return pymysql.connect(
+        host=downstream.host,
+        port=downstream.port,
+        user=downstream.user,
+        password=downstream.password.get_secret_value(),
+        charset="utf8mb4",
+        init_command="SET time_zone = '+00:00'",
+        autocommit=kwargs.pop("autocommit", False),
+        max_allowed_packet=256 << 20,
+        **kwargs,
+    )
+
+
+def is_transient(error: BaseException) -> bool:
+    if isinstance(error, pymysql.err.OperationalError | pymysql.err.InterfaceError):
+        code = error.args[0] if error.args else None
+        return code in TRANSIENT_ERRORS or isinstance(error, pymysql.err.InterfaceError)
+    return False
+
+
+def with_retries(action: Callable[[], T], what: str) -> T:
+    """Run ``action``, retrying transient errors with exponential backoff."""
+    delay = RETRY_FIRST_DELAY_S
+    for attempt in range(1, RETRY_ATTEMPTS + 1):
+        try:
+            return action()
+        except Exception as error:
+            if not is_transient(error) or attempt == RETRY_ATTEMPTS:
+                raise
+            log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    column_type: str  # information_schema COLUMN_TYPE, e.g. "bigint(20) unsigned"
+    data_type: str
+    generated: bool
+
+    @property
+    def binary(self) -> bool:
+        return self.data_type in {
+            "binary",
+            "varbinary",
+            "tinyblob",
+            "blob",
+            "mediumblob",
+            "longblob",
+        }
+
+    @property
+    def staging_type(self) -> str:
+        if self.data_type in _NUMERIC_STAGING:
+            return "bigint unsigned"
+        if self.data_type in {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}:
+            return f"{self.column_type} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        return self.column_type
+
+
+def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
+    """The downstream table's columns in order; ``ApplyError`` if it does not exist."""
+    cursor.execute(
+        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (schema, table),
+    )
+    rows = cursor.fetchall()
+    if not rows:
+        raise ApplyError(f"downstream table {schema}.{table} does not exist")
+    return [
+        Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
+        for name, column_type, data_type, extra in rows
+    ]
+
+
+def execute_ddl(cursor: Any, schema: str | None, query: str) -> bool:
+    """Run a DDL in its database; False when it was already applied (ignored as TiCDC does)."""
+    if schema:
+        try:
+            cursor.execute(f"USE {quote(schema)}")
+        except pymysql.err.OperationalError as error:
+            if error.args[0] != 1049:  # unknown database: CREATE DATABASE comes next
+                raise
+    try:
+        cursor.execute(query)
+    except (
+        pymysql.err.OperationalError,
+        pymysql.err.ProgrammingError,
+        pymysql.err.InternalError,
+    ) as error:
+        if error.args and error.args[0] in ALREADY_APPLIED:
+            log.info("DDL already applied (%s): %s", error.args[1], query)
+            return False
+        raise
+    return True
+
+
+CHECKPOINT_DDL = """
+CREATE TABLE IF NOT EXISTS {table} (
+  pipeline VARCHAR(64) NOT NULL PRIMARY KEY,
+  resolved_ts BIGINT UNSIGNED NOT NULL,
+  ddl_ts BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  epoch BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  offsets JSON NULL,
+  updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
+)
+"""
+
+
+class LostLeadershipError(ApplyError):
+    """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    resolved_ts: int
+    ddl_ts: int
+    epoch: int
+    offsets: dict[str, int]
+
+
+class CheckpointTable:
+    """``<meta_db>.checkpoint``: per pipeline, how far the downstream is (monotonic)."""
+
+    def __init__(self, meta_db: str, pipeline: str) -> None:
+        self.table = table_name(meta_db, "checkpoint")
+        self.meta_db = meta_db
+        self.pipeline = pipeline
+
+    def create(self, cursor: Any) -> None:
+        cursor.execute(f"CREATE DATABASE IF NOT EXISTS {quote(self.meta_db)}")
+        cursor.execute(CHECKPOINT_DDL.format(table=self.table))
+
+    def read(self, cursor: Any) -> Checkpoint | None:
+        cursor.execute(
+            f"SELECT resolved_ts, ddl_ts, epoch, offsets FROM {self.table} WHERE pipeline = %s",
+            (self.pipeline,),
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return Checkpoint(int(row[0]), int(row[1]), int(row[2]), orjson.loads(row[3] or "{}"))
+
+    def advance(
+        self,
+        cursor: Any,
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        ddl_ts: int | None = None,
+    ) -> None:
+        """Record progress inside the caller's transaction; a stale leader is refused."""
+        cursor.execute(
+            f"SELECT epoch FROM {self.table} WHERE pipeline = %s FOR UPDATE", (self.pipeline,)
+        )
+        row = cursor.fetchone()
+        if row is not None and int(row[0]) > epoch:
+            raise LostLeadershipError(f"pipeline {self.pipeline} is led by epoch {row[0]} now")
+        cursor.execute(
+            f"INSERT INTO {self.table} (pipeline, resolved_ts, ddl_ts, epoch, offsets) "
+            "VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
+            "offsets = IF(VALUES(resolved_ts) >= resolved_ts, VALUES(offsets), offsets), "
+            "resolved_ts = GREATEST(resolved_ts, VALUES(resolved_ts)), "
+            "ddl_ts = GREATEST(ddl_ts, VALUES(ddl_ts)), epoch = VALUES(epoch)",
+            (self.pipeline, resolved_ts, ddl_ts or 0, epoch, orjson.dumps(offsets).decode()),
+        )

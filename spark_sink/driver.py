@@ -1,0 +1,127 @@
+"""`ticdc-sink apply`: the release loop of one pipeline's active sink.
+
+Read the global resolved ts; when it passes the checkpoint, take the staged changes in between in
+commit-ts order, cut them into batches (at transaction boundaries, by size, and at every DDL
+barrier), apply each batch with its checkpoint atomically, run each DDL once, then trim Redis.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import redis
+
+from config.settings import Settings
+from spark_sink.downstream import execute_ddl, with_retries
+from spark_sink.leader import LeaderLock
+from spark_sink.merge import Applier
+from spark_sink.plan import plan_batch
+from streams.model import DDLEvent, RowChange
+from streams.staging import Barrier, Staging
+
+log = logging.getLogger("ticdc_sink.sink")
+
+# How long the loop sleeps when there is nothing new to apply.
+IDLE_SLEEP_S = 0.2
+
+
+class Sink:
+    """The apply loop for one pipeline; :meth:`run_once` applies everything resolved so far."""
+
+    def __init__(
+        self, settings: Settings, staging: Staging, applier: Applier, epoch: int = 0
+    ) -> None:
+        self.settings = settings
+        self.staging = staging
+        self.applier = applier
+        self.epoch = epoch
+        self.applied_rows = 0
+
+    def checkpoint_ts(self) -> tuple[int, int]:
+        """(applied resolved ts, last applied DDL ts) from the downstream."""
+        conn = self.applier.connection()
+        with conn.cursor() as cursor:
+            found = self.applier.checkpoint.read(cursor)
+        conn.commit()
+        return (found.resolved_ts, found.ddl_ts) if found else (0, 0)
+
+    def run_once(self) -> int:
+        """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
+        checkpoint, ddl_ts = self.checkpoint_ts()
+        resolved = self.staging.global_resolved_ts()
+        if resolved is None or resolved <= checkpoint:
+            return checkpoint
+        batch: list[RowChange] = []
+        for item in self.staging.release(checkpoint, resolved):
+            if isinstance(item, Barrier):
+                self._flush(batch, item.ddl.commit_ts)
+                batch = []
+                self._ddl(item.ddl, ddl_ts)
+                checkpoint = item.ddl.commit_ts
+                continue
+            if len(batch) >= self.settings.batch_rows and item.commit_ts != batch[-1].commit_ts:
+                # Cut only between transactions: a reader never sees half of one.
+                self._flush(batch, batch[-1].commit_ts)
+                batch = []
+            batch.append(item)
+        self._flush(batch, resolved)
+        self.staging.trim(resolved)
+        return resolved
+
+    def _flush(self, batch: list[RowChange], upto: int) -> None:
+        offsets = self.staging.replay_offsets(upto)
+        self.applied_rows += self.applier.apply(plan_batch(batch), upto, self.epoch, offsets)
+        log.info("applied %d changes up to %d", len(batch), upto)
+
+    def _ddl(self, ddl: DDLEvent, applied_ddl_ts: int) -> None:
+        if ddl.commit_ts <= applied_ddl_ts:
+            log.info("DDL at %d already applied: %s", ddl.commit_ts, ddl.query)
+            return
+        route = self.applier.router.route(ddl.schema or "", ddl.table or "")
+        if ddl.table and route is None:
+            return
+
+        def run() -> None:
+            conn = self.applier.connection()
+            with conn.cursor() as cursor:
+                execute_ddl(cursor, route[0] if route and ddl.schema else ddl.schema, ddl.query)
+                self.applier.checkpoint.advance(
+                    cursor,
+                    ddl.commit_ts,
+                    self.epoch,
+                    self.staging.replay_offsets(ddl.commit_ts),
+                    ddl.commit_ts,
+                )
+            conn.commit()
+
+        with_retries(run, f"DDL at {ddl.commit_ts}")
+        self.applier.forget_layouts()
+
+
+def run_sink(settings: Settings, once: bool = False) -> int:
+    """Lead the pipeline (or wait as standby until it can) and apply until stopped."""
+    from spark_sink.routing import Router
+
+    client = redis.Redis.from_url(settings.redis_url)
+    staging = Staging(client, settings.group)
+    lock = LeaderLock(client, staging.key("sink-leader"))
+    applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
+    while not lock.acquire():
+        log.info("another sink leads pipeline %s; standing by", settings.group)
+        time.sleep(lock.lease_ms / 3000)
+    sink = Sink(settings, staging, applier, epoch=lock.epoch)
+    log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
+    try:
+        while True:
+            before = sink.checkpoint_ts()[0]
+            after = sink.run_once()
+            if not lock.renew():
+                log.error("lost the leader lease; stopping")
+                return 1
+            if once:
+                return 0
+            if after == before:
+                time.sleep(IDLE_SLEEP_S)
+    finally:
+        lock.release()

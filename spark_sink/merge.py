@@ -1,0 +1,254 @@
+"""Apply planned batches: bulk-load staging tables, then merge them and the checkpoint atomically.
+
+For each table of a batch, the rows to delete and to upsert go into a staging table in the meta
+database (typed like the target, every column NULL-able, plus a delete flag). Large batches are
+loaded by Spark over JDBC with bulk statements; small ones over the driver's own connection (a
+Spark job costs ~0.2 s however small). Then ONE transaction runs ``DELETE ... JOIN`` and
+``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE`` for every table and advances the checkpoint, so
+the downstream moves from one upstream TSO to the next atomically. Re-running a batch is harmless:
+staging is reloaded from scratch and the merge sets final states.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from config.settings import Settings
+from spark_sink.downstream import (
+    CheckpointTable,
+    Column,
+    connect,
+    quote,
+    table_columns,
+    table_name,
+    with_retries,
+)
+from spark_sink.plan import TablePlan
+from spark_sink.routing import Router
+from spark_sink.session import jdbc_options
+from streams.model import Value
+
+log = logging.getLogger("ticdc_sink.sink")
+
+# Below this many staged rows a batch skips Spark: its fixed cost would dominate.
+SMALL_BATCH_ROWS = 20_000
+DELETE_FLAG = "_tcs_delete"
+# Rows per JDBC batch statement when Spark loads a staging table.
+JDBC_BATCH_SIZE = 20_000
+
+
+@dataclass
+class _Staged:
+    plan: TablePlan
+    target: str
+    stage: str
+    stage_name: str
+    columns: list[Column]
+    rows: list[tuple[Any, ...]]
+
+
+def _cell(value: Value, column: Column) -> Any:
+    """A staged cell: bytes for binary columns, text for the rest (MySQL parses it exactly)."""
+    if value is None:
+        return None
+    if column.binary:
+        return value if isinstance(value, bytes) else str(value).encode()
+    if isinstance(value, bytes):
+        return value
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def staging_rows(plan: TablePlan, columns: Sequence[Column]) -> list[tuple[Any, ...]]:
+    """The staging table's rows for ``plan``: deletes (flag 1) then upserts (flag 0)."""
+    rows = [(*(_cell(image.get(c.name), c) for c in columns), 1) for image in plan.deletes.values()]
+    rows += [
+        (*(_cell(image.get(c.name), c) for c in columns), 0) for image in plan.upserts.values()
+    ]
+    return rows
+
+
+class Applier:
+    """Applies batches of table plans, and DDL, to the downstream of one pipeline."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        spark_factory: Callable[[], Any] | None = None,
+        router: Router | None = None,
+        small_batch_rows: int = SMALL_BATCH_ROWS,
+    ) -> None:
+        self.settings = settings
+        self.router = router or Router()
+        self.checkpoint = CheckpointTable(settings.meta_db, settings.group)
+        self.small_batch_rows = small_batch_rows
+        self._spark_factory = spark_factory
+        self._spark: Any = None
+        self._conn: Any = None
+        self._layouts: dict[tuple[str, str], list[Column]] = {}
+        # Test hook: called between the staging load and the merge transaction's commit.
+        self.before_commit: Callable[[], None] | None = None
+
+    # --- connections ---------------------------------------------------------------------------
+
+    def connection(self) -> Any:
+        if self._conn is None or not self._conn.open:
+            self._conn = connect(self.settings)
+            with self._conn.cursor() as cursor:
+                self.checkpoint.create(cursor)
+                # Multi-table DELETE resolves its alias list in the current database.
+                cursor.execute(f"USE {quote(self.settings.meta_db)}")
+            self._conn.commit()
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            # The connection is already broken or mid-transaction: nothing to save.
+            with contextlib.suppress(Exception):
+                self._conn.close()
+        self._conn = None
+
+    def spark(self) -> Any:
+        if self._spark is None:
+            from spark_sink.session import build_spark
+
+            factory = self._spark_factory or (lambda: build_spark(self.settings.spark_master))
+            self._spark = factory()
+        return self._spark
+
+    def forget_layouts(self) -> None:
+        """Drop cached table layouts (after a DDL)."""
+        self._layouts.clear()
+
+    # --- applying ------------------------------------------------------------------------------
+
+    def apply(
+        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
+    ) -> int:
+        """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
+
+        def attempt() -> int:
+            try:
+                return self._apply_once(plans, resolved_ts, epoch, offsets)
+            except Exception:
+                self._drop_connection()
+                raise
+
+        return with_retries(attempt, f"batch up to {resolved_ts}")
+
+    def _apply_once(
+        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
+    ) -> int:
+        conn = self.connection()
+        cursor = conn.cursor()
+        staged = [self._prepare(cursor, plan) for plan in plans]
+        staged = [s for s in staged if s is not None]
+        for item in staged:
+            cursor.execute(f"TRUNCATE TABLE {item.stage}")
+        total = sum(len(item.rows) for item in staged)
+        if total >= self.small_batch_rows:
+            for item in staged:
+                self._load_with_spark(item)
+        else:
+            for item in staged:
+                self._load_directly(cursor, item)
+        merged = sum(self._merge(cursor, item) for item in staged)
+        self.checkpoint.advance(cursor, resolved_ts, epoch, offsets)
+        if self.before_commit is not None:
+            self.before_commit()
+        conn.commit()
+        return merged
+
+    def _prepare(self, cursor: Any, plan: TablePlan) -> _Staged | None:
+        routed = self.router.route(plan.schema, plan.table)
+        if routed is None:
+            return None
+        schema, table = routed
+        columns = self._layouts.get(routed)
+        if columns is None:
+            columns = self._layouts[routed] = [
+                c for c in table_columns(cursor, schema, table) if not c.generated
+            ]
+        stage_name = self._stage_table(cursor, schema, table, columns)
+        return _Staged(
+            plan,
+            table_name(schema, table),
+            table_name(self.settings.meta_db, stage_name),
+            stage_name,
+            columns,
+            staging_rows(plan, columns),
+        )
+
+    def _stage_table(self, cursor: Any, schema: str, table: str, columns: list[Column]) -> str:
+        layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
+        digest = hashlib.sha1(f"{schema}\x00{table}\x00{layout}".encode()).hexdigest()[:16]
+        name = f"stage_{self.settings.group}_{digest}"[:64]
+        definition = ", ".join(f"{quote(c.name)} {c.staging_type} NULL" for c in columns)
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {table_name(self.settings.meta_db, name)} "
+            f"({definition}, {quote(DELETE_FLAG)} TINYINT NOT NULL) ENGINE=InnoDB"
+        )
+        return name
+
+    def _load_directly(self, cursor: Any, item: _Staged) -> None:
+        if not item.rows:
+            return
+        names = ", ".join(quote(c.name) for c in item.columns) + f", {quote(DELETE_FLAG)}"
+        marks = ", ".join(["%s"] * (len(item.columns) + 1))
+        cursor.executemany(f"INSERT INTO {item.stage} ({names}) VALUES ({marks})", item.rows)
+
+    def _load_with_spark(self, item: _Staged) -> None:
+        import pyarrow as pa
+
+        if not item.rows:
+            return
+        arrays = []
+        for index, column in enumerate(item.columns):
+            kind = pa.binary() if column.binary else pa.string()
+            values = [row[index] for row in item.rows]
+            if not column.binary and any(isinstance(v, bytes) for v in values):
+                kind = pa.binary()
+            arrays.append(pa.array(values, kind))
+        arrays.append(pa.array([row[-1] for row in item.rows], pa.int8()))
+        names = [c.name for c in item.columns] + [DELETE_FLAG]
+        frame = self.spark().createDataFrame(pa.Table.from_arrays(arrays, names=names))
+        downstream = self.settings.downstream
+        options = jdbc_options(
+            f"jdbc:mysql://{downstream.host}:{downstream.port}/{self.settings.meta_db}",
+            downstream.user,
+            downstream.password.get_secret_value(),
+        )
+        partitions = max(1, min(4, len(item.rows) // 50_000))
+        (
+            frame.repartition(partitions)
+            .write.format("jdbc")
+            .options(**options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE))
+            .mode("append")
+            .save()
+        )
+
+    def _merge(self, cursor: Any, item: _Staged) -> int:
+        plan = item.plan
+        present = {c.name for c in item.columns}
+        keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
+        merged = 0
+        if plan.deletes:
+            join = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+            merged += cursor.execute(
+                f"DELETE t FROM {item.target} AS t JOIN {item.stage} AS s ON {join} "
+                f"WHERE s.{quote(DELETE_FLAG)} = 1"
+            )
+        if plan.upserts:
+            wanted = set(plan.columns)
+            columns = [c.name for c in item.columns if c.name in wanted]
+            names = ", ".join(quote(c) for c in columns)
+            updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns)
+            merged += cursor.execute(
+                f"INSERT INTO {item.target} ({names}) SELECT {names} FROM {item.stage} "
+                f"WHERE {quote(DELETE_FLAG)} = 0 ON DUPLICATE KEY UPDATE {updates}"
+            )
+        return merged

@@ -1,0 +1,320 @@
+"""The sink against real MariaDB (and Spark for large batches): types, keys, DDL, atomicity."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from spark_sink.downstream import LostLeadershipError, connect
+from spark_sink.driver import Sink
+from spark_sink.leader import LeaderLock
+from spark_sink.merge import Applier
+from spark_sink.plan import plan_batch
+from spark_sink.routing import Router
+from streams.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
+from streams.staging import Staging, TopicPartition
+
+pytestmark = pytest.mark.integration
+
+PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+UNIQUE = int(ColumnFlag.UNIQUE_KEY)
+NULLABLE = int(ColumnFlag.NULLABLE)
+TP = TopicPartition("topic", 0)
+TS = 449_000_000_000_000_000
+
+
+@pytest.fixture
+def pipeline(settings: Settings, unique: str, redis_client: Any) -> Any:
+    configured = settings.model_copy(update={"group": unique, "meta_db": f"{unique}_meta"})
+    staging = Staging(redis_client, unique)
+    staging.set_partition_count("topic", 1)
+    applier = Applier(configured)
+    yield configured, staging, applier
+    for key in redis_client.scan_iter(f"{staging.prefix}*"):
+        redis_client.delete(key)
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+class Feed:
+    """Stages events at increasing offsets with a watermark, like one worker would."""
+
+    def __init__(self, staging: Staging) -> None:
+        self.staging = staging
+        self.offset = 0
+
+    def __call__(
+        self, rows: list[RowChange], ddls: list[DDLEvent] = (), upto: int | None = None
+    ) -> None:  # type: ignore[assignment]
+        self.staging.stage(TP, self.offset, rows, list(ddls), watermark=upto)
+        self.offset += 1
+
+
+def query(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+
+
+ALL_TYPES_DDL = """
+CREATE TABLE `{db}`.`types` (
+  id BIGINT UNSIGNED PRIMARY KEY,
+  ti TINYINT, tu TINYINT UNSIGNED, si SMALLINT, su SMALLINT UNSIGNED, mi MEDIUMINT,
+  mu MEDIUMINT UNSIGNED, ii INT, iu INT UNSIGNED, bi BIGINT, bu BIGINT UNSIGNED,
+  de DECIMAL(65,30), fl FLOAT, do DOUBLE, ch CHAR(10), vc VARCHAR(64), tx TEXT,
+  bn BINARY(4), vb VARBINARY(16), bl BLOB, da DATE, dtm DATETIME(6), tsp TIMESTAMP(6) NULL,
+  tm TIME(6), yr YEAR, bt BIT(64), en ENUM('a','b','c'), st SET('x','y','z'), js JSON
+)
+"""
+
+
+def _types_columns() -> dict[str, Any]:
+    spec = {
+        "id": (8, PK | 0x80), "ti": (1, 0), "tu": (1, 0x80), "si": (2, 0), "su": (2, 0x80),
+        "mi": (9, 0), "mu": (9, 0x80), "ii": (3, 0), "iu": (3, 0x80), "bi": (8, 0),
+        "bu": (8, 0x80), "de": (246, 0), "fl": (4, 0), "do": (5, 0), "ch": (254, 0),
+        "vc": (15, 0), "tx": (252, 0), "bn": (254, 1), "vb": (15, 1), "bl": (252, 1),
+        "da": (10, 0), "dtm": (12, 0), "tsp": (7, 0), "tm": (11, 0), "yr": (13, 0),
+        "bt": (16, 0), "en": (247, 0), "st": (248, 0), "js": (245, 0),
+    }  # fmt: skip
+    return {
+        name: column_type(t, f | NULLABLE if name != "id" else f) for name, (t, f) in spec.items()
+    }
+
+
+def test_every_type_round_trips(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    query(settings, ALL_TYPES_DDL.format(db=scratch_db))
+    columns = _types_columns()
+    full = {
+        "id": 18446744073709551615, "ti": -128, "tu": 255, "si": -32768, "su": 65535,
+        "mi": -8388608, "mu": 16777215, "ii": -2147483648, "iu": 4294967295,
+        "bi": -9223372036854775808, "bu": 18446744073709551615,
+        "de": "12345678901234567890123456789012345.123456789012345678901234567890",
+        "fl": 0.5, "do": 1.7976931348623157e308, "ch": "名字", "vc": "emoji 😀 and 'quotes'",
+        "tx": "long text\n\t\\", "bn": b"\x00\xff\x00\xff", "vb": b"\x00\xff", "bl": b"\x00" * 3 + b"\xff",
+        "da": "2024-02-29", "dtm": "2024-02-29 23:59:59.999999", "tsp": "2038-01-19 03:14:07.999999",
+        "tm": "-838:59:59.000000", "yr": 2155, "bt": 18446744073709551615, "en": 2, "st": 5,
+        "js": '{"k": [1, 2.5, "x"]}',
+    }  # fmt: skip
+    nulls = {name: None for name in columns} | {"id": 1}
+    rows = [
+        RowChange(TS + 1, scratch_db, "types", Op.INSERT, columns, full, None),
+        RowChange(TS + 1, scratch_db, "types", Op.INSERT, columns, nulls, None),
+    ]
+    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    got = query(settings, f"SELECT * FROM `{scratch_db}`.`types` ORDER BY id")
+    assert got[0] == (1, *([None] * (len(columns) - 1)))
+    assert got[1] == (
+        18446744073709551615, -128, 255, -32768, 65535, -8388608, 16777215, -2147483648,
+        4294967295, -9223372036854775808, 18446744073709551615,
+        Decimal("12345678901234567890123456789012345.123456789012345678901234567890"),
+        0.5, 1.7976931348623157e308, "名字", "emoji 😀 and 'quotes'", "long text\n\t\\",
+        b"\x00\xff\x00\xff", b"\x00\xff", b"\x00\x00\x00\xff", dt.date(2024, 2, 29),
+        dt.datetime(2024, 2, 29, 23, 59, 59, 999999), dt.datetime(2038, 1, 19, 3, 14, 7, 999999),
+        -dt.timedelta(hours=838, minutes=59, seconds=59), 2155, b"\xff" * 8, "b", "x,z",
+        '{"k": [1, 2.5, "x"]}',
+    )  # fmt: skip
+
+
+KEYED = {"id": column_type(3, PK), "u": column_type(3, UNIQUE), "v": column_type(15, NULLABLE)}
+
+
+def _keyed_table(settings: Settings, db: str, name: str = "t") -> None:
+    query(
+        settings,
+        f"CREATE TABLE `{db}`.`{name}` (id INT PRIMARY KEY, u INT NOT NULL UNIQUE, v VARCHAR(20))",
+    )
+
+
+def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    _keyed_table(settings, scratch_db)
+    feed = Feed(staging)
+    r = lambda i, u, v: {"id": i, "u": u, "v": v}  # noqa: E731
+    feed(
+        [
+            RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, r(i, i, "a"), None)
+            for i in range(1, 5)
+        ],
+        upto=TS + 1,
+    )
+    sink = Sink(settings, staging, applier)
+    assert sink.run_once() == TS + 1
+    feed(
+        [
+            # swap the unique values of rows 1 and 2 in one transaction
+            RowChange(TS + 2, scratch_db, "t", Op.UPDATE, KEYED, r(1, 2, "a"), r(1, 1, "a")),
+            RowChange(TS + 2, scratch_db, "t", Op.UPDATE, KEYED, r(2, 1, "a"), r(2, 2, "a")),
+            # move row 3 to primary key 30
+            RowChange(TS + 3, scratch_db, "t", Op.UPDATE, KEYED, r(30, 3, "b"), r(3, 3, "a")),
+            # delete row 4 by its handle key only
+            RowChange(TS + 4, scratch_db, "t", Op.DELETE, KEYED, None, {"id": 4}),
+        ],
+        upto=TS + 4,
+    )
+    assert sink.run_once() == TS + 4
+    assert query(settings, f"SELECT id, u, v FROM `{scratch_db}`.`t` ORDER BY id") == [
+        (1, 2, "a"), (2, 1, "a"), (30, 3, "b"),
+    ]  # fmt: skip
+    assert staging.staged_totals()[0] == 0  # trimmed
+
+
+def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    query(settings, f"CREATE TABLE `{scratch_db}`.`nokey` (a INT, b VARCHAR(5))")
+    cols = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
+    changes = [
+        RowChange(TS + 1, scratch_db, "nokey", Op.INSERT, cols, {"a": 1, "b": "x"}, None),
+        RowChange(TS + 1, scratch_db, "nokey", Op.INSERT, cols, {"a": 2, "b": None}, None),
+        RowChange(
+            TS + 2, scratch_db, "nokey", Op.UPDATE, cols, {"a": 1, "b": "y"}, {"a": 1, "b": "x"}
+        ),
+        RowChange(TS + 3, scratch_db, "nokey", Op.DELETE, cols, None, {"a": 2, "b": None}),
+    ]
+    applier.apply(plan_batch(changes[:2]), TS + 1, 0, {})
+    applier.apply(plan_batch(changes[2:]), TS + 3, 0, {})
+    assert query(settings, f"SELECT a, b FROM `{scratch_db}`.`nokey`") == [(1, "y")]
+
+
+def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    feed = Feed(staging)
+    create = DDLEvent(TS + 1, scratch_db, "d", "CREATE TABLE d (id INT PRIMARY KEY, v INT)", 3)
+    alter = DDLEvent(TS + 3, scratch_db, "d", "ALTER TABLE d ADD COLUMN w VARCHAR(8)", 5)
+    cols = {"id": column_type(3, PK), "v": column_type(3, NULLABLE)}
+    wide = cols | {"w": column_type(15, NULLABLE)}
+    feed([], [create])
+    feed([RowChange(TS + 2, scratch_db, "d", Op.INSERT, cols, {"id": 1, "v": 1}, None)], [alter])
+    feed(
+        [RowChange(TS + 4, scratch_db, "d", Op.INSERT, wide, {"id": 2, "v": 2, "w": "new"}, None)],
+        upto=TS + 4,
+    )
+    sink = Sink(settings, staging, applier)
+    assert sink.run_once() == TS + 4
+    assert query(settings, f"SELECT id, v, w FROM `{scratch_db}`.`d` ORDER BY id") == [
+        (1, 1, None),
+        (2, 2, "new"),
+    ]
+    # A replay of the DDL (Redis rebuilt from Kafka) is recognised and not re-run blindly.
+    feed([], [alter], upto=TS + 5)
+    assert sink.run_once() == TS + 5
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`d`") == [(2,)]
+
+
+def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    _keyed_table(settings, scratch_db)
+    plans = plan_batch(
+        [
+            RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "a"}, None),
+            RowChange(
+                TS + 2,
+                scratch_db,
+                "t",
+                Op.UPDATE,
+                KEYED,
+                {"id": 2, "u": 1, "v": "b"},
+                {"id": 1, "u": 1, "v": "a"},
+            ),
+        ]
+    )
+    applier.apply(plans, TS + 2, 0, {})
+    once = query(settings, f"SELECT * FROM `{scratch_db}`.`t`")
+    applier.apply(plans, TS + 2, 0, {})
+    assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == once == [(2, 1, "b")]
+
+
+def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, applier = pipeline
+    _keyed_table(settings, scratch_db)
+    first = plan_batch(
+        [RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "a"}, None)]
+    )
+    applier.apply(first, TS + 1, 0, {})
+    second = plan_batch(
+        [
+            RowChange(TS + 2, scratch_db, "t", Op.DELETE, KEYED, None, {"id": 1}),
+            RowChange(TS + 2, scratch_db, "t", Op.INSERT, KEYED, {"id": 2, "u": 2, "v": "b"}, None),
+        ]
+    )
+
+    def crash() -> None:
+        raise RuntimeError("injected: the sink dies before COMMIT")
+
+    applier.before_commit = crash
+    with pytest.raises(RuntimeError):
+        applier.apply(second, TS + 2, 0, {})
+    assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "a")]
+    checkpoint = query(settings, f"SELECT resolved_ts FROM `{settings.meta_db}`.`checkpoint`")
+    assert checkpoint == [(TS + 1,)]
+    applier.before_commit = None
+    applier.apply(second, TS + 2, 0, {})
+    assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(2, 2, "b")]
+
+
+def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
+    settings, staging, _ = pipeline
+    applier = Applier(settings, spark_factory=lambda: spark, small_batch_rows=1)
+    _keyed_table(settings, scratch_db)
+    rows = [
+        RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": f"r{i}"}, None)
+        for i in range(500)
+    ]
+    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    assert query(settings, f"SELECT COUNT(*), SUM(id) FROM `{scratch_db}`.`t`") == [
+        (500, Decimal(124750))
+    ]
+
+
+def test_hostile_identifiers_are_quoted(pipeline: Any, mariadb_connect: Any, unique: str) -> None:
+    settings, staging, applier = pipeline
+    db = f"{unique}; DROP"
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{db}`")
+        cursor.execute(f"CREATE TABLE `{db}`.`a``b` (`id``x` INT PRIMARY KEY)")
+    try:
+        cols = {"id`x": column_type(3, PK)}
+        applier.apply(
+            plan_batch([RowChange(TS + 1, db, "a`b", Op.INSERT, cols, {"id`x": 7}, None)]),
+            TS + 1,
+            0,
+            {},
+        )
+        assert query(settings, f"SELECT * FROM `{db}`.`a``b`") == [(7,)]
+    finally:
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE `{db}`")
+
+
+def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
+    settings, staging, _ = pipeline
+    applier = Applier(settings, router=Router.parse(f"up.t={scratch_db}.t", "up.skipped"))
+    _keyed_table(settings, scratch_db)
+    rows = [
+        RowChange(TS + 1, "up", "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),
+        RowChange(TS + 1, "up", "skipped", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),
+    ]
+    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "x")]
+
+
+def test_a_standby_takes_over_and_fences_the_old_leader(pipeline: Any, redis_client: Any) -> None:
+    settings, staging, applier = pipeline
+    first = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    second = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    assert first.acquire()
+    assert not second.acquire()
+    applier.apply([], TS + 1, first.epoch, {})
+    import time
+
+    time.sleep(0.5)  # the first leader stalls past its lease
+    assert second.acquire() and second.epoch > first.epoch
+    applier.apply([], TS + 2, second.epoch, {})
+    assert not first.renew()
+    with pytest.raises(LostLeadershipError):
+        applier.apply([], TS + 3, first.epoch, {})
