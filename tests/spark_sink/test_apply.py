@@ -87,7 +87,7 @@ def _types_columns() -> dict[str, Any]:
 
 
 def test_every_type_round_trips(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, _staging, applier = pipeline
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
     full = {
@@ -96,8 +96,9 @@ def test_every_type_round_trips(pipeline: Any, scratch_db: str) -> None:
         "bi": -9223372036854775808, "bu": 18446744073709551615,
         "de": "12345678901234567890123456789012345.123456789012345678901234567890",
         "fl": 0.5, "do": 1.7976931348623157e308, "ch": "名字", "vc": "emoji 😀 and 'quotes'",
-        "tx": "long text\n\t\\", "bn": b"\x00\xff\x00\xff", "vb": b"\x00\xff", "bl": b"\x00" * 3 + b"\xff",
-        "da": "2024-02-29", "dtm": "2024-02-29 23:59:59.999999", "tsp": "2038-01-19 03:14:07.999999",
+        "tx": "long text\n\t\\", "bn": b"\x00\xff\x00\xff", "vb": b"\x00\xff",
+        "bl": b"\x00" * 3 + b"\xff", "da": "2024-02-29", "dtm": "2024-02-29 23:59:59.999999",
+        "tsp": "2038-01-19 03:14:07.999999",
         "tm": "-838:59:59.000000", "yr": 2155, "bt": 18446744073709551615, "en": 2, "st": 5,
         "js": '{"k": [1, 2.5, "x"]}',
     }  # fmt: skip
@@ -165,7 +166,7 @@ def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db:
 
 
 def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, _staging, applier = pipeline
     query(settings, f"CREATE TABLE `{scratch_db}`.`nokey` (a INT, b VARCHAR(5))")
     cols = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
     changes = [
@@ -207,7 +208,7 @@ def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
 
 
 def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, _staging, applier = pipeline
     _keyed_table(settings, scratch_db)
     plans = plan_batch(
         [
@@ -230,7 +231,7 @@ def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> No
 
 
 def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, _staging, applier = pipeline
     _keyed_table(settings, scratch_db)
     first = plan_batch(
         [RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "a"}, None)]
@@ -258,7 +259,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 
 
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
-    settings, staging, _ = pipeline
+    settings, _staging, _ = pipeline
     applier = Applier(settings, spark_factory=lambda: spark, small_batch_rows=1)
     _keyed_table(settings, scratch_db)
     rows = [
@@ -272,7 +273,7 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
 
 
 def test_hostile_identifiers_are_quoted(pipeline: Any, mariadb_connect: Any, unique: str) -> None:
-    settings, staging, applier = pipeline
+    settings, _staging, applier = pipeline
     db = f"{unique}; DROP"
     with mariadb_connect() as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
@@ -292,7 +293,7 @@ def test_hostile_identifiers_are_quoted(pipeline: Any, mariadb_connect: Any, uni
 
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, _ = pipeline
+    settings, _staging, _ = pipeline
     applier = Applier(settings, router=Router.parse(f"up.t={scratch_db}.t", "up.skipped"))
     _keyed_table(settings, scratch_db)
     rows = [
@@ -304,7 +305,7 @@ def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
 
 
 def test_a_standby_takes_over_and_fences_the_old_leader(pipeline: Any, redis_client: Any) -> None:
-    settings, staging, applier = pipeline
+    _settings, staging, applier = pipeline
     first = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
     second = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
     assert first.acquire()
