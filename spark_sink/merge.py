@@ -222,10 +222,8 @@ class Applier:
             downstream.user,
             downstream.password.get_secret_value(),
         )
-        partitions = max(1, min(4, len(item.rows) // 50_000))
         (
-            frame.repartition(partitions)
-            .write.format("jdbc")
+            frame.write.format("jdbc")
             .options(**options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE))
             .mode("append")
             .save()

@@ -1,0 +1,107 @@
+"""The sink applying 200k mixed changes to a 200k-row table, next to raw PyMySQL upserts.
+
+Prints changes/s of ``Applier.apply`` (planning, Spark JDBC bulk load into a staging table, then
+DELETE JOIN + INSERT ... SELECT ... ON DUPLICATE KEY UPDATE + checkpoint in one transaction) and,
+in the same run, of raw PyMySQL multi-row ``INSERT ... ON DUPLICATE KEY UPDATE`` of the same rows,
+plus the fixed cost of a 10-row batch. Targets: ratio >= 1.0; a 10-row batch under 300 ms.
+Needs `ticdc-sink services up`.
+
+    python -m benchmarks.bench_apply [--rows N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from config.settings import load_settings
+from spark_sink.downstream import connect
+from spark_sink.merge import Applier
+from spark_sink.plan import plan_batch
+from streams.model import Op, RowChange
+from ticdc_sink.workload import COLUMNS, make_rows
+
+DB = "bench"
+TABLE_DDL = """
+CREATE TABLE bench.orders (
+  id BIGINT PRIMARY KEY, account INT, name VARCHAR(64), amount DECIMAL(20,2),
+  created_at DATETIME(6), score DOUBLE, note TEXT, flag TINYINT, counter BIGINT UNSIGNED,
+  tag VARBINARY(16)
+)
+"""
+NAMES = list(COLUMNS)
+UPSERT_CHUNK = 1_000
+
+
+def _upsert_sql(count: int) -> str:
+    columns = ", ".join(f"`{n}`" for n in NAMES)
+    marks = ", ".join(["(" + ", ".join(["%s"] * len(NAMES)) + ")"] * count)
+    updates = ", ".join(f"`{n}` = VALUES(`{n}`)" for n in NAMES[1:])
+    return f"INSERT INTO bench.orders ({columns}) VALUES {marks} ON DUPLICATE KEY UPDATE {updates}"
+
+
+def raw_upsert(cursor: Any, images: list[dict[str, Any]]) -> None:
+    """The baseline: multi-row upserts of ``UPSERT_CHUNK`` rows per statement."""
+    for start in range(0, len(images), UPSERT_CHUNK):
+        chunk = images[start : start + UPSERT_CHUNK]
+        cursor.execute(_upsert_sql(len(chunk)), [img[n] for img in chunk for n in NAMES])
+
+
+def reset(settings: Any, base: list[dict[str, Any]]) -> None:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {DB}")
+        cursor.execute(f"CREATE DATABASE {DB}")
+        cursor.execute(TABLE_DDL)
+        raw_upsert(cursor, base)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    args = parser.parse_args()
+    settings = load_settings().model_copy(update={"group": "bench-apply"})
+    base = [r.new or r.old or {} for r in make_rows(args.rows, seed=1)]
+    base = [dict(row, id=i) for i, row in enumerate(base)]
+    changes = [
+        RowChange(r.commit_ts, DB, "orders", r.op, r.columns, r.new, r.old)
+        for r in make_rows(args.rows, seed=2)
+    ]
+    images = [c.new or c.old or {} for c in changes]
+
+    reset(settings, base)
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        start = time.perf_counter()
+        raw_upsert(cursor, images)
+        raw_rate = len(images) / (time.perf_counter() - start)
+
+    applier = Applier(settings)
+    # A long-running sink pays Spark's start and JIT warm-up once: measure the steady state.
+    applier.apply(plan_batch(changes), changes[-1].commit_ts, 0, {})
+    reset(settings, base)
+    start = time.perf_counter()
+    applier.apply(plan_batch(changes), changes[-1].commit_ts, 0, {})
+    sink_rate = len(changes) / (time.perf_counter() - start)
+
+    small = [
+        RowChange(changes[-1].commit_ts + 1 + i, DB, "orders", Op.UPDATE, COLUMNS, images[i], None)
+        for i in range(10)
+    ]
+    costs = []
+    for attempt in range(5):
+        start = time.perf_counter()
+        applier.apply(plan_batch(small), small[-1].commit_ts + attempt, 0, {})
+        costs.append(time.perf_counter() - start)
+
+    print(
+        f"{len(changes)} changes (inserts/updates/deletes, 10 columns) on a {len(base)}-row table"
+    )
+    print(f"{'path':44} {'changes/s':>10}")
+    print(f"{'raw PyMySQL multi-row upsert (baseline)':44} {raw_rate:10,.0f}")
+    print(f"{'sink: plan + Spark JDBC load + merge + checkpoint':44} {sink_rate:10,.0f}")
+    print(f"{'ratio':44} {sink_rate / raw_rate:10.2f}")
+    print(f"10-row batch: best {min(costs) * 1000:.0f} ms, median {sorted(costs)[2] * 1000:.0f} ms")
+
+
+if __name__ == "__main__":
+    main()
