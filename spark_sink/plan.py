@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import attrgetter
 
 from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
@@ -54,31 +56,51 @@ def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
 
 
 def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
-    """Collapse ``changes`` (in commit order) into one :class:`TablePlan` per table."""
+    """Collapse ``changes`` (in commit order) into one :class:`TablePlan` per table.
+
+    TiCDC emits at most one event per row and transaction, in no particular order within the
+    transaction, and may split a key-changing update into a delete and an insert in different
+    partitions. So within one commit ts every removal (deletes, and the old keys of updates that
+    move a key) happens before every new row image.
+    """
     plans: dict[tuple[str, str], TablePlan] = {}
-    for change in changes:
+
+    def plan_for(change: RowChange) -> TablePlan:
         plan = plans.get((change.schema, change.table))
         if plan is None:
             plan = plans[(change.schema, change.table)] = TablePlan(
                 change.schema, change.table, key_columns(change.columns)
             )
         plan.columns.update(change.columns)
-        names = plan.key_columns
-        if change.op is Op.DELETE:
-            old = change.old or {}
-            key = _key(old, names)
-            plan.upserts.pop(key, None)
-            plan.deletes[key] = old
-            continue
-        new = change.new or {}
-        key = _key(new, names)
-        if change.op is Op.UPDATE and change.old is not None:
-            old_key = _key(change.old, names)
-            uniques = _unique_columns(change.columns)
-            moved = old_key != key or any(change.old.get(c) != new.get(c) for c in uniques)
-            if moved:
-                # The old key goes away: an upsert of it earlier in this batch is void.
-                plan.upserts.pop(old_key, None)
-                plan.deletes[old_key] = change.old
-        plan.upserts[key] = new
+        return plan
+
+    for _, transaction in groupby(changes, key=attrgetter("commit_ts")):
+        group = list(transaction)
+        for change in group:
+            plan = plan_for(change)
+            removed = _removed(change, plan.key_columns)
+            if removed is not None:
+                key, image = removed
+                # An earlier batch row of this key is void: its last state is gone.
+                plan.upserts.pop(key, None)
+                plan.deletes[key] = image
+        for change in group:
+            if change.op is not Op.DELETE:
+                plan = plans[(change.schema, change.table)]
+                new = change.new or {}
+                plan.upserts[_key(new, plan.key_columns)] = new
     return list(plans.values())
+
+
+def _removed(change: RowChange, names: tuple[str, ...]) -> tuple[Key, dict[str, Value]] | None:
+    """The key (and old image) a change removes, if any."""
+    if change.op is Op.DELETE:
+        old = change.old or {}
+        return _key(old, names), old
+    if change.op is Op.UPDATE and change.old is not None:
+        new = change.new or {}
+        old_key = _key(change.old, names)
+        uniques = _unique_columns(change.columns)
+        if old_key != _key(new, names) or any(change.old.get(c) != new.get(c) for c in uniques):
+            return old_key, change.old
+    return None

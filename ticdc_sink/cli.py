@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from config.errors import TicdcSinkError
-from config.settings import Settings, load_settings
+from config.errors import ConfigError, TicdcSinkError
+from config.settings import Protocol, Settings, load_settings
 from ticdc_sink import __version__
 
 # Exit codes: 2 is argparse's and the decoder's "bad input"; 1 is any other failure.
@@ -76,6 +76,41 @@ def _apply(args: argparse.Namespace) -> int:
     return run_sink(settings_from(args), once=args.once)
 
 
+def _produce(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ticdc_sink.produce import run_produce
+
+    settings = settings_from(args)
+    topic = args.topic or (settings.topics[0] if settings.topics else None)
+    if topic is None:
+        raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
+    sent, final = run_produce(
+        settings,
+        topic,
+        args.protocol or settings.protocol.value,
+        args.partitions,
+        args.transactions,
+        args.seed,
+        Path(args.expected),
+        args.duplicates,
+    )
+    print(f"sent {sent} messages to {topic}; final resolved ts {final}")
+    print(f"expected downstream state: {args.expected}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ticdc_sink.verify import verify
+
+    ok, report = verify(settings_from(args), Path(args.expected))
+    print("\n".join(report))
+    print("verify: match" if ok else "verify: MISMATCH")
+    return 0 if ok else EXIT_FAILURE
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticdc-sink",
@@ -111,6 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
     apply = commands.add_parser("apply", help="apply staged changes to the downstream (the sink)")
     apply.add_argument("--once", action="store_true", help="apply what is resolved now, then exit")
     apply.set_defaults(handler=_apply)
+
+    produce = commands.add_parser("produce", help="write a seeded TiCDC-like stream to Kafka")
+    produce.add_argument("--topic", help="topic (default: the first of TICDC_SINK_TOPICS)")
+    produce.add_argument("--protocol", choices=[p.value for p in Protocol])
+    produce.add_argument("--partitions", type=int, default=4)
+    produce.add_argument("--transactions", type=int, default=300)
+    produce.add_argument("--seed", type=int, default=1)
+    produce.add_argument("--duplicates", type=float, default=0.0, help="share of re-sent messages")
+    produce.add_argument("--expected", default=".ticdc-sink/expected.json", help="state file")
+    produce.set_defaults(handler=_produce)
+
+    verify = commands.add_parser("verify", help="compare the downstream with the expected state")
+    verify.add_argument("--expected", default=".ticdc-sink/expected.json")
+    verify.set_defaults(handler=_verify)
 
     status = commands.add_parser("status", help="per-partition progress and the global resolved ts")
     status.add_argument("--json", action="store_true", help="print one JSON document")

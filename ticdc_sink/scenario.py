@@ -1,0 +1,184 @@
+"""A seeded upstream history for end-to-end runs: DDL, transactions, and the state they leave.
+
+Three tables in ``shop``: ``customers`` (primary key plus a NOT NULL unique email that changes
+now and then), ``orders`` (primary-key changes, DECIMAL, DATETIME(6), binary, a column added
+mid-stream), and ``events`` (no key at all). Transactions hold 1-50 row changes. The model of the
+tables after every change is the expected downstream state.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from streams.model import ColumnFlag, ColumnType, DDLEvent, Op, RowChange, Value, column_type
+
+KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+NOT_NULL_UNIQUE = int(ColumnFlag.UNIQUE_KEY)
+NULLABLE = int(ColumnFlag.NULLABLE)
+SCHEMA = "shop"
+# TSOs: physical milliseconds << 18, as TiDB's; this one is 2024-01-01.
+START_TS = 1_704_067_200_000 << 18
+
+TABLE_DDL = {
+    "customers": "CREATE TABLE shop.customers (id INT PRIMARY KEY, email VARCHAR(64) NOT NULL "
+    "UNIQUE, name VARCHAR(64), score DOUBLE, big BIGINT UNSIGNED)",
+    "orders": "CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer INT, amount "
+    "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
+    "tag VARBINARY(16))",
+    "events": "CREATE TABLE shop.events (kind VARCHAR(16), detail VARCHAR(64), at DATE)",
+}
+ADD_COLUMN = "ALTER TABLE shop.orders ADD COLUMN extra VARCHAR(8)"
+COLUMNS: dict[str, dict[str, ColumnType]] = {
+    "customers": {
+        "id": column_type(3, KEY),
+        "email": column_type(15, NOT_NULL_UNIQUE),
+        "name": column_type(15, NULLABLE),
+        "score": column_type(5, NULLABLE),
+        "big": column_type(8, NULLABLE | int(ColumnFlag.UNSIGNED)),
+    },
+    "orders": {
+        "id": column_type(8, KEY),
+        "customer": column_type(3, NULLABLE),
+        "amount": column_type(246, NULLABLE),
+        "note": column_type(15, NULLABLE),
+        "created": column_type(12, NULLABLE),
+        "flag": column_type(1, NULLABLE | int(ColumnFlag.UNSIGNED)),
+        "tag": column_type(15, NULLABLE | int(ColumnFlag.BINARY)),
+    },
+    "events": {
+        "kind": column_type(15, NULLABLE),
+        "detail": column_type(15, NULLABLE),
+        "at": column_type(10, NULLABLE),
+    },
+}
+KEYS = {"customers": ("id",), "orders": ("id",), "events": ("kind", "detail", "at")}
+
+
+@dataclass
+class Transaction:
+    commit_ts: int
+    rows: list[RowChange] = field(default_factory=list)
+    ddl: DDLEvent | None = None
+
+
+@dataclass
+class Scenario:
+    """Generates the history; ``state`` is the expected downstream afterwards."""
+
+    seed: int = 1
+    transactions: int = 200
+    state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.columns = {table: dict(cols) for table, cols in COLUMNS.items()}
+        self.state = {table: {} for table in COLUMNS}
+        self._next_id = {"customers": 1, "orders": 1}
+        self._serial = 0
+        self._touched: set[tuple[str, tuple[Value, ...]]] = set()
+
+    def history(self) -> Iterator[Transaction]:
+        """DDL creating the schema, then transactions, with an ADD COLUMN halfway."""
+        ts = START_TS
+        ts += 1 << 18
+        yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, None, f"CREATE DATABASE {SCHEMA}", 1))
+        for table, query in TABLE_DDL.items():
+            ts += 1 << 18
+            yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, table, query, 3))
+        for index in range(self.transactions):
+            ts += self.rng.randint(1, 50) << 18
+            if index == self.transactions // 2:
+                yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, "orders", ADD_COLUMN, 5))
+                self.columns["orders"]["extra"] = column_type(15, NULLABLE)
+                for row in self.state["orders"].values():
+                    row["extra"] = None
+                ts += 1 << 18
+            txn = Transaction(ts)
+            self._touched = set()
+            for _ in range(self.rng.randint(1, 50)):
+                change = self._change(ts)
+                if change is not None:
+                    txn.rows.append(change)
+            yield txn
+
+    def _change(self, ts: int) -> RowChange | None:
+        table = self.rng.choice(["customers", "orders", "orders", "events"])
+        rows = self.state[table]
+        choice = self.rng.random()
+        if not rows or choice < 0.5:
+            return self._insert(ts, table)
+        old_key = self.rng.choice(list(rows))
+        if (table, old_key) in self._touched:
+            return None  # TiCDC emits one event per row and transaction
+        old = rows[old_key]
+        if choice < 0.8:
+            new = dict(old, **self._changes(table))
+            if table == "orders" and self.rng.random() < 0.2:
+                new["id"] = self._fresh_id(table)
+            if table == "customers" and self.rng.random() < 0.2:
+                new["email"] = self._email()  # a NOT NULL unique key changes: delete + insert
+            new_key = tuple(new[k] for k in KEYS[table])
+            if new_key != old_key and (new_key in rows or (table, new_key) in self._touched):
+                return None
+            del rows[old_key]
+            rows[new_key] = new
+            self._touched |= {(table, old_key), (table, new_key)}
+            return RowChange(ts, SCHEMA, table, Op.UPDATE, dict(self.columns[table]), new, old)
+        del rows[old_key]
+        self._touched.add((table, old_key))
+        return RowChange(ts, SCHEMA, table, Op.DELETE, dict(self.columns[table]), None, old)
+
+    def _insert(self, ts: int, table: str) -> RowChange | None:
+        row = self._changes(table)
+        if table in self._next_id:
+            row["id"] = self._fresh_id(table)
+        if table == "customers":
+            row["email"] = self._email()
+        if table == "orders" and "extra" in self.columns["orders"]:
+            row.setdefault("extra", None)
+        row = {name: row.get(name) for name in self.columns[table]}
+        key = tuple(row[k] for k in KEYS[table])
+        if key in self.state[table] or (table, key) in self._touched:
+            return None
+        self.state[table][key] = row
+        self._touched.add((table, key))
+        return RowChange(ts, SCHEMA, table, Op.INSERT, dict(self.columns[table]), row, None)
+
+    def _fresh_id(self, table: str) -> int:
+        self._next_id[table] += 1
+        return self._next_id[table]
+
+    def _email(self) -> str:
+        self._serial += 1
+        return f"user{self._serial}@example.com"
+
+    def _changes(self, table: str) -> dict[str, Value]:
+        rng = self.rng
+        if table == "customers":
+            return {
+                "name": rng.choice([None, "Ana", "Bo 波", "Ćiro"]),
+                "score": rng.choice([None, 0.5, rng.uniform(-1e6, 1e6)]),
+                "big": rng.choice([None, 0, 18446744073709551615, rng.getrandbits(64)]),
+            }
+        if table == "orders":
+            values: dict[str, Value] = {
+                "customer": rng.randint(1, 10_000),
+                "amount": f"{rng.randint(0, 10**17)}.{rng.randint(0, 99):02d}",
+                "note": rng.choice([None, "", "gift", "naïve ☃"]),
+                "created": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} "
+                f"{rng.randint(10, 23)}:{rng.randint(10, 59)}:{rng.randint(10, 59)}."
+                f"{rng.randint(0, 999999):06d}",
+                "flag": rng.randint(0, 255),
+                "tag": bytes(rng.getrandbits(8) for _ in range(rng.randint(0, 16))),
+            }
+            if "extra" in self.columns["orders"]:
+                values["extra"] = rng.choice([None, "x", "yz"])
+            return values
+        self._serial += 1
+        return {
+            "kind": rng.choice(["click", "view", None]),
+            "detail": f"event {self._serial}",
+            "at": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
+        }
