@@ -41,6 +41,8 @@ DEFAULT_MAX_STAGED_BYTES = 1 << 30
 # Micro-batch bounds for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
 DEFAULT_BATCH_BYTES = 256 << 20
+# A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
+DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.
 DEFAULT_WEB_PORT = 6066
 
@@ -122,6 +124,7 @@ class Settings(BaseModel):
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)
     batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, gt=0)
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
+    session_timeout: float = Field(default=DEFAULT_SESSION_TIMEOUT_S, ge=6.0, le=300.0)
     routes: str = ""
     skip_tables: str = ""
 

@@ -27,9 +27,8 @@ log = logging.getLogger("ticdc_sink.worker")
 
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
 
-# A member that stops heartbeating for this long loses its partitions to the others.
-SESSION_TIMEOUT_S = 30.0
-HEARTBEAT_INTERVAL_S = 3.0
+# Heartbeats per session timeout (Kafka's advice: at most a third of it).
+HEARTBEATS_PER_SESSION = 10
 # Faust commits acknowledged (hence staged) offsets this often, or every N events.
 COMMIT_INTERVAL_S = 1.0
 COMMIT_EVERY = 5_000
@@ -152,8 +151,8 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         key_serializer="raw",
         value_serializer="raw",
         processing_guarantee="at_least_once",
-        broker_session_timeout=SESSION_TIMEOUT_S,
-        broker_heartbeat_interval=HEARTBEAT_INTERVAL_S,
+        broker_session_timeout=settings.session_timeout,
+        broker_heartbeat_interval=settings.session_timeout / HEARTBEATS_PER_SESSION,
         broker_commit_interval=COMMIT_INTERVAL_S,
         broker_commit_every=COMMIT_EVERY,
         consumer_auto_offset_reset="earliest",

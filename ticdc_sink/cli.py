@@ -94,6 +94,7 @@ def _produce(args: argparse.Namespace) -> int:
         args.seed,
         Path(args.expected),
         args.duplicates,
+        args.schema,
     )
     print(f"sent {sent} messages to {topic}; final resolved ts {final}")
     print(f"expected downstream state: {args.expected}")
@@ -154,6 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--transactions", type=int, default=300)
     produce.add_argument("--seed", type=int, default=1)
     produce.add_argument("--duplicates", type=float, default=0.0, help="share of re-sent messages")
+    produce.add_argument("--schema", default="shop", help="upstream database of the workload")
     produce.add_argument("--expected", default=".ticdc-sink/expected.json", help="state file")
     produce.set_defaults(handler=_produce)
 

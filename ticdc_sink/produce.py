@@ -21,7 +21,7 @@ from config.settings import Settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.values import b64encode
 from streams.model import Resolved, RowChange, Value
-from ticdc_sink.scenario import KEYS, SCHEMA, Scenario
+from ticdc_sink.scenario import KEYS, Scenario
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
@@ -87,7 +87,7 @@ def expected_state(scenario: Scenario) -> dict[str, Any]:
         return {"base64": b64encode(value)} if isinstance(value, bytes) else value
 
     return {
-        f"{SCHEMA}.{table}": {
+        f"{scenario.schema}.{table}": {
             "columns": list(scenario.columns[table]),
             "rows": [[cell(row[c]) for c in scenario.columns[table]] for row in rows.values()],
         }
@@ -132,9 +132,10 @@ def run_produce(
     seed: int,
     expected: Path,
     duplicates: float = 0.0,
+    schema: str = "shop",
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts)."""
-    scenario = Scenario(seed=seed, transactions=transactions)
+    scenario = Scenario(seed=seed, transactions=transactions, schema=schema)
     messages, final = scenario_messages(scenario, protocol, partitions, duplicates, seed)
     asyncio.run(send(settings, topic, partitions, messages))
     expected.parent.mkdir(parents=True, exist_ok=True)

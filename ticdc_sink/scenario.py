@@ -22,14 +22,14 @@ SCHEMA = "shop"
 START_TS = 1_704_067_200_000 << 18
 
 TABLE_DDL = {
-    "customers": "CREATE TABLE shop.customers (id INT PRIMARY KEY, email VARCHAR(64) NOT NULL "
+    "customers": "CREATE TABLE {schema}.customers (id INT PRIMARY KEY, email VARCHAR(64) NOT NULL "
     "UNIQUE, name VARCHAR(64), score DOUBLE, big BIGINT UNSIGNED)",
-    "orders": "CREATE TABLE shop.orders (id BIGINT PRIMARY KEY, customer INT, amount "
+    "orders": "CREATE TABLE {schema}.orders (id BIGINT PRIMARY KEY, customer INT, amount "
     "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
     "tag VARBINARY(16))",
-    "events": "CREATE TABLE shop.events (kind VARCHAR(16), detail VARCHAR(64), at DATE)",
+    "events": "CREATE TABLE {schema}.events (kind VARCHAR(16), detail VARCHAR(64), at DATE)",
 }
-ADD_COLUMN = "ALTER TABLE shop.orders ADD COLUMN extra VARCHAR(8)"
+ADD_COLUMN = "ALTER TABLE {schema}.orders ADD COLUMN extra VARCHAR(8)"
 COLUMNS: dict[str, dict[str, ColumnType]] = {
     "customers": {
         "id": column_type(3, KEY),
@@ -69,6 +69,7 @@ class Scenario:
 
     seed: int = 1
     transactions: int = 200
+    schema: str = SCHEMA
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,14 +84,16 @@ class Scenario:
         """DDL creating the schema, then transactions, with an ADD COLUMN halfway."""
         ts = START_TS
         ts += 1 << 18
-        yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, None, f"CREATE DATABASE {SCHEMA}", 1))
+        db = self.schema
+        yield Transaction(ts, ddl=DDLEvent(ts, db, None, f"CREATE DATABASE {db}", 1))
         for table, query in TABLE_DDL.items():
             ts += 1 << 18
-            yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, table, query, 3))
+            yield Transaction(ts, ddl=DDLEvent(ts, db, table, query.format(schema=db), 3))
         for index in range(self.transactions):
             ts += self.rng.randint(1, 50) << 18
             if index == self.transactions // 2:
-                yield Transaction(ts, ddl=DDLEvent(ts, SCHEMA, "orders", ADD_COLUMN, 5))
+                alter = ADD_COLUMN.format(schema=db)
+                yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", alter, 5))
                 self.columns["orders"]["extra"] = column_type(15, NULLABLE)
                 for row in self.state["orders"].values():
                     row["extra"] = None
@@ -125,10 +128,10 @@ class Scenario:
             del rows[old_key]
             rows[new_key] = new
             self._touched |= {(table, old_key), (table, new_key)}
-            return RowChange(ts, SCHEMA, table, Op.UPDATE, dict(self.columns[table]), new, old)
+            return RowChange(ts, self.schema, table, Op.UPDATE, dict(self.columns[table]), new, old)
         del rows[old_key]
         self._touched.add((table, old_key))
-        return RowChange(ts, SCHEMA, table, Op.DELETE, dict(self.columns[table]), None, old)
+        return RowChange(ts, self.schema, table, Op.DELETE, dict(self.columns[table]), None, old)
 
     def _insert(self, ts: int, table: str) -> RowChange | None:
         row = self._changes(table)
@@ -144,7 +147,7 @@ class Scenario:
             return None
         self.state[table][key] = row
         self._touched.add((table, key))
-        return RowChange(ts, SCHEMA, table, Op.INSERT, dict(self.columns[table]), row, None)
+        return RowChange(ts, self.schema, table, Op.INSERT, dict(self.columns[table]), row, None)
 
     def _fresh_id(self, table: str) -> int:
         self._next_id[table] += 1

@@ -59,6 +59,8 @@ def _start_worker(settings: Any, topic: str, group: str, **extra: str) -> subpro
         "TICDC_SINK_GROUP": group,
         "TICDC_SINK_PROTOCOL": "open",
         "TICDC_SINK_WEB_PORT": "0",
+        # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
+        "TICDC_SINK_SESSION_TIMEOUT": "6",
         **extra,
     }
     return subprocess.Popen(
