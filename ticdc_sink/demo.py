@@ -1,114 +1,104 @@
-"""`ticdc-sink demo`: run what exists of the pipeline end to end on the local services.
+"""`ticdc-sink demo` (`make demo`): the whole pipeline on the local services, end to end.
 
-Today that is: encode a seeded workload as TiCDC does, produce it to a fresh Kafka topic, consume it
-back, decode it, stage it in Redis and release it in commit-ts order. The Faust worker, the Spark
-sink and verification are not built yet; the demo says so rather than pretend.
+Produce a seeded TiCDC-like stream (DDL, 1-50 row transactions, key changes, an ADD COLUMN midway,
+re-sent messages) to a fresh topic, run one `worker` and one `apply` as their own processes, show
+progress, verify the downstream against the expected state, and print a summary.
 """
 
 from __future__ import annotations
 
-import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
-from typing import Any
+from pathlib import Path
 
 import redis
 
 from config.settings import Settings
-from streams.codecs import KafkaMessage, codec_for
-from streams.model import DDLEvent, Resolved, RowChange
-from streams.staging import Barrier, Staging, TopicPartition
+from spark_sink.downstream import CheckpointTable, connect
+from streams.staging import Staging
+from ticdc_sink.produce import run_produce
+from ticdc_sink.verify import verify
 
-DEMO_ROWS = 5_000
 DEMO_PARTITIONS = 4
+DEMO_TRANSACTIONS = 800
+# How long the demo waits for the pipeline to catch up before it gives up.
+DEMO_TIMEOUT_S = 300
+TSO_PHYSICAL_SHIFT = 18
 
 
-async def _produce_and_consume(
-    settings: Settings, topic: str, messages: list[tuple[int, KafkaMessage]]
-) -> list[Any]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
-    await admin.start()
+def _checkpoint(settings: Settings) -> int:
+    table = CheckpointTable(settings.meta_db, settings.group)
     try:
-        await admin.create_topics([NewTopic(topic, DEMO_PARTITIONS, 1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka, enable_idempotence=True)
-    await producer.start()
-    try:
-        for partition, message in messages:
-            await producer.send(topic, message.value, key=message.key, partition=partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
-    consumer = AIOKafkaConsumer(
-        topic, bootstrap_servers=settings.kafka, group_id=topic, auto_offset_reset="earliest"
-    )
-    await consumer.start()
-    received = []
-    try:
-        deadline = time.monotonic() + 60
-        while len(received) < len(messages) and time.monotonic() < deadline:
-            for records in (await consumer.getmany(timeout_ms=1000)).values():
-                received.extend(records)
-    finally:
-        await consumer.stop()
-    return received
-
-
-def _key(row: RowChange) -> int:
-    image = row.new if row.new is not None else row.old
-    return int((image or {})["id"])  # type: ignore[arg-type]
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = table.read(cursor)
+    except Exception:  # the sink has not created its checkpoint table yet
+        return 0
+    return found.resolved_ts if found else 0
 
 
 def run_demo(settings: Settings) -> int:
-    """Run the demo; exit code 0 when every row came back in commit-ts order."""
-    from ticdc_sink.workload import make_rows
-
-    topic = f"ticdc-sink-demo-{uuid.uuid4().hex[:8]}"
-    rows = make_rows(DEMO_ROWS)
-    codec = codec_for("open")
-    ddl = DDLEvent(rows[0].commit_ts - 1, "bench", "orders", "CREATE TABLE bench.orders (...)", 3)
-    resolved = Resolved(rows[-1].commit_ts)
-    # As TiCDC does: rows by key hash, DDL and resolved events to every partition.
-    messages: list[tuple[int, KafkaMessage]] = []
-    for partition in range(DEMO_PARTITIONS):
-        messages += [(partition, m) for m in codec.encode([ddl])]
-        mine = [
-            r for r in rows if hash((r.new or r.old or {})["id"]) % DEMO_PARTITIONS == partition
-        ]
-        messages += [(partition, m) for m in codec.encode(mine)]
-        messages += [(partition, m) for m in codec.encode([resolved])]
-
-    started = time.perf_counter()
-    received = asyncio.run(_produce_and_consume(settings, topic, messages))
-    staging = Staging(redis.Redis.from_url(settings.redis_url), topic)
-    staging.set_partition_count(topic, DEMO_PARTITIONS)
-    decoder = codec_for("open")
-    for record in received:
-        events = decoder.decode(record.key, record.value)
-        marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
-        staging.stage(
-            TopicPartition(topic, record.partition),
-            record.offset,
-            [e for e in events if isinstance(e, RowChange)],
-            [e for e in events if isinstance(e, DDLEvent)],
-            watermark=max(marks) if marks else None,
+    """Run the demo; exit code 0 when the downstream matches the upstream state."""
+    name = f"demo_{uuid.uuid4().hex[:8]}"
+    demo = settings.model_copy(update={"group": name, "topics": (name,)})
+    expected = Path(".ticdc-sink") / f"{name}.expected.json"
+    print(f"producing a TiCDC Open Protocol stream to topic {name} ({DEMO_PARTITIONS} partitions)")
+    sent, final = run_produce(
+        demo, name, "open", DEMO_PARTITIONS, DEMO_TRANSACTIONS, seed=7, expected=expected,
+        duplicates=0.05, schema=name,
+    )  # fmt: skip
+    env = {
+        **os.environ,
+        "TICDC_SINK_GROUP": name,
+        "TICDC_SINK_TOPICS": name,
+        "TICDC_SINK_PROTOCOL": "open",
+        "TICDC_SINK_WEB_PORT": "0",
+    }
+    staging = Staging(redis.Redis.from_url(settings.redis_url), name)
+    started = time.monotonic()
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ticdc_sink", command],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-    upto = staging.global_resolved_ts()
-    released = list(staging.release(0, upto or 0))
-    elapsed = time.perf_counter() - started
-    stamps = [event.commit_ts for event in released if isinstance(event, RowChange)]
-    in_order = stamps == sorted(stamps) and len(stamps) == len(rows)
-    barriers = sum(isinstance(event, Barrier) for event in released)
-    staging.trim(upto or 0)
-    print(f"topic {topic}: {len(messages)} messages over {DEMO_PARTITIONS} partitions")
-    print(f"consumed {len(received)} messages; released {len(stamps)} of {len(rows)} row changes")
-    print(f"and {barriers} DDL barrier (copied to every partition, staged once)")
-    print(f"commit-ts order across partitions: {in_order}; global resolved ts {upto}")
-    print(f"{len(rows) / elapsed:,.0f} rows/s through Kafka, decoding and Redis staging")
-    print("Not built yet: the Faust worker (`ticdc-sink worker`), the Spark sink (`ticdc-sink")
-    print("apply`) and `verify`. The demo stops at the release step, before the downstream.")
-    return 0 if in_order and barriers == 1 else 1
+        for command in ("worker", "apply")
+    ]
+    try:
+        checkpoint = 0
+        while checkpoint < final:
+            if time.monotonic() - started > DEMO_TIMEOUT_S:
+                print(f"\ngave up after {DEMO_TIMEOUT_S} s")
+                return 1
+            time.sleep(0.5)
+            checkpoint = _checkpoint(demo)
+            resolved = staging.global_resolved_ts() or 0
+            behind_ms = max(0, (resolved - checkpoint) >> TSO_PHYSICAL_SHIFT) if checkpoint else 0
+            staged, _ = staging.staged_totals()
+            print(
+                f"\r{time.monotonic() - started:6.1f} s  staged {staged:7d} rows  "
+                f"resolved {resolved}  applied {checkpoint}  behind {behind_ms / 1000:8.1f} s",
+                end="",
+                flush=True,
+            )
+        elapsed = time.monotonic() - started
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=60)
+    print()
+    ok, report = verify(demo, expected)
+    print("\n".join(report))
+    print(
+        f"{sent} messages ({DEMO_TRANSACTIONS} transactions) replicated in {elapsed:.1f} s, "
+        "process start-up included"
+    )
+    print(f"downstream database `{name}`; see: TICDC_SINK_GROUP={name} ticdc-sink status")
+    print(f"verify: {'match' if ok else 'MISMATCH'}")
+    return 0 if ok else 1
