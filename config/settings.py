@@ -125,6 +125,7 @@ class Settings(BaseModel):
     batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, gt=0)
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
     session_timeout: float = Field(default=DEFAULT_SESSION_TIMEOUT_S, ge=6.0, le=300.0)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
     routes: str = ""
     skip_tables: str = ""
 

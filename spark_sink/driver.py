@@ -16,7 +16,9 @@ from config.settings import Settings
 from spark_sink.downstream import execute_ddl, with_retries
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
+from spark_sink.metrics import record_batch
 from spark_sink.plan import plan_batch
+from streams.metrics import serve_metrics
 from streams.model import DDLEvent, RowChange
 from streams.staging import Barrier, Staging
 
@@ -70,9 +72,13 @@ class Sink:
         return resolved
 
     def _flush(self, batch: list[RowChange], upto: int) -> None:
+        started = time.perf_counter()
         offsets = self.staging.replay_offsets(upto)
-        self.applied_rows += self.applier.apply(plan_batch(batch), upto, self.epoch, offsets)
-        log.info("applied %d changes up to %d", len(batch), upto)
+        merged = self.applier.apply(plan_batch(batch), upto, self.epoch, offsets)
+        self.applied_rows += merged
+        elapsed = time.perf_counter() - started
+        record_batch(self.settings.group, len(batch), merged, elapsed, upto)
+        log.info("applied %d changes up to %d in %.3f s", len(batch), upto, elapsed)
 
     def _ddl(self, ddl: DDLEvent, applied_ddl_ts: int) -> None:
         if ddl.commit_ts <= applied_ddl_ts:
@@ -103,6 +109,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     """Lead the pipeline (or wait as standby until it can) and apply until stopped."""
     from spark_sink.routing import Router
 
+    serve_metrics(settings)
     client = redis.Redis.from_url(settings.redis_url)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.key("sink-leader"))

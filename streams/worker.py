@@ -18,6 +18,15 @@ from config.errors import ConfigError, DecodeError
 from config.settings import DEFAULT_WEB_PORT, OnError, Settings
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
+from streams.metrics import (
+    DEAD_LETTERS,
+    EVENTS_DECODED,
+    GLOBAL_RESOLVED,
+    PARTITION_WATERMARK,
+    ROWS_STAGED,
+    serve_metrics,
+    tso_seconds,
+)
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
 from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
@@ -37,6 +46,8 @@ STAGE_BATCH = 200
 STAGE_WITHIN_S = 0.05
 # How often held messages (Simple DML before its schema) are retried without a new schema.
 HELD_RETRY_S = 5.0
+# How often the worker publishes the global resolved ts as a metric.
+METRICS_INTERVAL_S = 5.0
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
 
@@ -104,12 +115,21 @@ class MessageStager:
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
+        pipeline = self.staging.pipeline
+        EVENTS_DECODED.labels(pipeline, "row").inc(len(rows))
+        ROWS_STAGED.labels(pipeline).inc(len(rows))
+        if marks:
+            EVENTS_DECODED.labels(pipeline, "resolved").inc(len(marks))
+            PARTITION_WATERMARK.labels(pipeline, tp.topic, str(tp.partition)).set(
+                tso_seconds(max(marks))
+            )
         self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
         return len(rows)
 
     def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
         tp, offset, key, value = record
         self.dead_letters += 1
+        DEAD_LETTERS.labels(self.staging.pipeline).inc()
         log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
         pipe.xadd(
             self.staging.key("deadletters"),
@@ -173,6 +193,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     async def partition_counts() -> None:
         await _record_partition_counts(settings, staging)
 
+    @app.timer(interval=METRICS_INTERVAL_S)
+    async def global_resolved() -> None:
+        resolved = staging.global_resolved_ts()
+        if resolved is not None:
+            GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
+
     @app.timer(interval=HELD_RETRY_S)
     async def retry_held() -> None:
         # Another worker may have learned the schema a held message waits for.
@@ -224,6 +250,7 @@ def run_worker(settings: Settings) -> int:
     """Run a worker until it is stopped (SIGTERM/SIGINT)."""
     from faust.worker import Worker
 
+    serve_metrics(settings)
     app = build_app(settings)
     Worker(app, loglevel="info", quiet=True).execute_from_commandline()
     return 0

@@ -9,7 +9,7 @@ tables after every change is the expected downstream state.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from streams.model import ColumnFlag, ColumnType, DDLEvent, Op, RowChange, Value, column_type
@@ -70,6 +70,8 @@ class Scenario:
     seed: int = 1
     transactions: int = 200
     schema: str = SCHEMA
+    # Commit ts source: None steps a synthetic clock; a callable gives live TSOs (benchmarks).
+    clock: Callable[[], int] | None = None
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -90,7 +92,7 @@ class Scenario:
             ts += 1 << 18
             yield Transaction(ts, ddl=DDLEvent(ts, db, table, query.format(schema=db), 3))
         for index in range(self.transactions):
-            ts += self.rng.randint(1, 50) << 18
+            ts = max(ts + 1, self.clock()) if self.clock else ts + (self.rng.randint(1, 50) << 18)
             if index == self.transactions // 2:
                 alter = ADD_COLUMN.format(schema=db)
                 yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", alter, 5))

@@ -74,3 +74,24 @@ def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
     with pytest.raises(DecodeError):
         stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
     assert staging.staged_offset(TP) is None
+
+
+def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> None:
+    from prometheus_client import REGISTRY
+
+    def sample(name: str, **labels: str) -> float:
+        return REGISTRY.get_sample_value(name, {"pipeline": staging.pipeline, **labels}) or 0.0
+
+    rows = [
+        RowChange(TS + i, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": i}, None)
+        for i in range(3)
+    ]
+    good = codec_for("open").encode([*rows, Resolved(TS + 10)])
+    stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
+    stager.stage_batch(
+        [(TP, i, m.key, m.value) for i, m in enumerate(good)] + [(TP, 9, b"\x00" * 8, b"junk")]
+    )
+    assert sample("ticdc_sink_rows_staged_total") == 3
+    assert sample("ticdc_sink_dead_letters_total") == 1
+    watermark = sample("ticdc_sink_partition_watermark_seconds", topic="topic", partition="0")
+    assert watermark == (TS + 10 >> 18) / 1000

@@ -1,0 +1,221 @@
+"""Sustained replication through Kafka, one worker, Redis and the sink into MariaDB.
+
+Two phases on a fresh topic each, plus the raw baseline, in one run:
+1. throughput: a backlog of N transactions is produced first; one worker and one sink replicate it;
+   rows/s = row changes / time until the checkpoint covers the backlog.
+2. lag: transactions are produced live (commit ts = now) at half the measured throughput for D
+   seconds; the replication lag (now - the applied resolved ts) is sampled every 0.2 s: p50, p99.
+Baseline: raw PyMySQL multi-row upserts of the same final rows. Also the peak RSS of each process.
+
+    python -m benchmarks.bench_e2e [--transactions N] [--seconds D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from config.settings import Settings, load_settings
+from spark_sink.downstream import CheckpointTable, connect, quote
+from streams.codecs import codec_for
+from streams.model import Resolved
+from ticdc_sink.produce import partition_of, run_produce, send
+from ticdc_sink.scenario import Scenario
+
+PARTITIONS = 4
+TSO_SHIFT = 18
+RESOLVED_INTERVAL_S = 0.1
+
+
+def now_tso() -> int:
+    return int(time.time() * 1000) << TSO_SHIFT
+
+
+def checkpoint(settings: Settings) -> int:
+    try:
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+    except Exception:
+        return 0
+    return found.resolved_ts if found else 0
+
+
+def spawn(settings: Settings, command: str) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "TICDC_SINK_GROUP": settings.group,
+        "TICDC_SINK_TOPICS": settings.topics[0],
+        "TICDC_SINK_PROTOCOL": "open",
+        "TICDC_SINK_WEB_PORT": "0",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sink", command], env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return 0.0
+
+
+def stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def fresh(settings: Settings) -> Settings:
+    name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
+    return settings.model_copy(update={"group": name, "topics": (name,)})
+
+
+def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[str, float]]:
+    run = fresh(settings)
+    expected = Path(".ticdc-sink") / f"{run.group}.json"
+    _, final = run_produce(
+        run,
+        run.group,
+        "open",
+        PARTITIONS,
+        transactions,
+        seed=5,
+        expected=expected,
+        schema=run.group,
+    )
+    changes = sum(len(t.rows) for t in Scenario(seed=5, transactions=transactions).history())
+    started = time.monotonic()
+    processes = [spawn(run, "worker"), spawn(run, "apply")]
+    peaks = {"worker": 0.0, "sink": 0.0}
+    try:
+        while checkpoint(run) < final:
+            peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
+            time.sleep(0.2)
+        elapsed = time.monotonic() - started
+    finally:
+        stop(processes)
+    return changes / elapsed, changes, peaks
+
+
+def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
+    """Live production at ``rate`` row changes/s; lag samples in seconds."""
+    run = fresh(settings)
+    codecs = [codec_for("open") for _ in range(PARTITIONS)]
+    asyncio.run(send(run, run.group, PARTITIONS, []))
+    processes = [spawn(run, "worker"), spawn(run, "apply")]
+    samples: list[float] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            applied = checkpoint(run)
+            if applied:
+                samples.append(time.time() - (applied >> TSO_SHIFT) / 1000)
+            time.sleep(0.2)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    try:
+        scenario = Scenario(seed=6, transactions=10**9, schema=run.group, clock=now_tso)
+        history = scenario.history()
+        deadline = time.monotonic() + seconds
+        next_resolved = time.monotonic()
+        batch: list[tuple[int, Any]] = []
+        sent_rows = 0
+        started = time.monotonic()
+        while time.monotonic() < deadline:
+            txn = next(history)
+            if txn.ddl is not None:
+                batch += [(p, m) for p in range(PARTITIONS) for m in codecs[p].encode([txn.ddl])]
+            for row in txn.rows:
+                p = partition_of(row, PARTITIONS)
+                batch += [(p, m) for m in codecs[p].encode([row])]
+            sent_rows += len(txn.rows)
+            if time.monotonic() >= next_resolved:
+                mark = Resolved(txn.commit_ts)
+                batch += [(p, m) for p in range(PARTITIONS) for m in codecs[p].encode([mark])]
+                asyncio.run(send(run, run.group, PARTITIONS, batch))
+                batch = []
+                next_resolved += RESOLVED_INTERVAL_S
+                if not sampler.is_alive() and sent_rows > 1000:
+                    sampler.start()
+            # Pace to the target rate.
+            ahead = sent_rows / rate - (time.monotonic() - started)
+            if ahead > 0:
+                time.sleep(ahead)
+    finally:
+        done.set()
+        stop(processes)
+    return samples[len(samples) // 5 :]  # drop the warm-up fifth
+
+
+def raw_rate(settings: Settings, expected_rows: int) -> float:
+    """PyMySQL multi-row upserts of the scenario's final orders rows, as many as were replicated."""
+    scenario = Scenario(seed=5, transactions=10**6, schema="bench_raw")
+    rows: list[dict[str, Any]] = []
+    for _ in scenario.history():
+        rows = list(scenario.state["orders"].values())
+        if len(rows) >= expected_rows:
+            break
+    columns = list(rows[0])
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute("DROP DATABASE IF EXISTS bench_raw")
+        cursor.execute("CREATE DATABASE bench_raw")
+        cursor.execute(
+            "CREATE TABLE bench_raw.orders (id BIGINT PRIMARY KEY, customer INT, amount "
+            "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
+            "tag VARBINARY(16), extra VARCHAR(8))"
+        )
+        names = ", ".join(quote(c) for c in columns)
+        updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns[1:])
+        started = time.perf_counter()
+        for start in range(0, len(rows), 1000):
+            chunk = rows[start : start + 1000]
+            marks = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
+            cursor.execute(
+                f"INSERT INTO bench_raw.orders ({names}) VALUES {marks} "
+                f"ON DUPLICATE KEY UPDATE {updates}",
+                [row.get(c) for row in chunk for c in columns],
+            )
+        return len(rows) / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transactions", type=int, default=4_000)
+    parser.add_argument("--seconds", type=float, default=30)
+    args = parser.parse_args()
+    settings = load_settings()
+    rate, changes, peaks = throughput(settings, args.transactions)
+    baseline = raw_rate(settings, 20_000)
+    samples = sorted(lag(settings, rate / 2, args.seconds))
+    p50 = statistics.median(samples) if samples else float("nan")
+    p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
+    print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
+    print(f"{'measure':46} {'value':>12}")
+    print(f"{'sustained end-to-end row changes/s':46} {rate:12,.0f}")
+    print(f"{'raw PyMySQL multi-row upsert rows/s':46} {baseline:12,.0f}")
+    print(f"{'ratio (target >= 0.50)':46} {rate / baseline:12.2f}")
+    print(f"{'lag p50 at half that load, s':46} {p50:12.2f}")
+    print(f"{'lag p99 at half that load, s (target < 5)':46} {p99:12.2f}")
+    print(f"{'peak RSS worker / sink, MiB':46} {peaks['worker']:5.0f} / {peaks['sink']:5.0f}")
+    print(f"{changes} row changes in the throughput phase")
+
+
+if __name__ == "__main__":
+    main()
