@@ -99,18 +99,23 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
         expected=expected,
         schema=run.group,
     )
-    changes = sum(len(t.rows) for t in Scenario(seed=5, transactions=transactions).history())
-    started = time.monotonic()
+    history = list(Scenario(seed=5, transactions=transactions).history())
+    changes = sum(len(t.rows) for t in history)
     processes = [spawn(run, "worker"), spawn(run, "apply")]
     peaks = {"worker": 0.0, "sink": 0.0}
     try:
+        # The clock starts at the first applied batch: process and Spark start-up excluded.
+        while (first := checkpoint(run)) == 0:
+            time.sleep(0.05)
+        started = time.monotonic()
         while checkpoint(run) < final:
             peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
-            time.sleep(0.2)
+            time.sleep(0.1)
         elapsed = time.monotonic() - started
     finally:
         stop(processes)
-    return changes / elapsed, changes, peaks
+    counted = sum(len(t.rows) for t in history if t.commit_ts > first)
+    return counted / elapsed, changes, peaks
 
 
 def lag(settings: Settings, rate: float, seconds: float) -> list[float]:

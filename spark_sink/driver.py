@@ -119,6 +119,8 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         time.sleep(lock.lease_ms / 3000)
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
+    # Start Spark now: its JVM takes seconds, better paid before the stream than in the middle.
+    applier.spark()
     try:
         while True:
             before = sink.checkpoint_ts()[0]

@@ -148,7 +148,10 @@ class Applier:
         staged = [self._prepare(cursor, plan) for plan in plans]
         staged = [s for s in staged if s is not None]
         for item in staged:
-            cursor.execute(f"TRUNCATE TABLE {item.stage}")
+            # Staging tables are emptied after each batch; this clears what a crash left behind.
+            cursor.execute(f"DELETE FROM {item.stage}")
+        # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
+        conn.commit()
         total = sum(len(item.rows) for item in staged)
         if total >= self.small_batch_rows:
             for item in staged:
@@ -160,6 +163,13 @@ class Applier:
         self.checkpoint.advance(cursor, resolved_ts, epoch, offsets)
         if self.before_commit is not None:
             self.before_commit()
+        conn.commit()
+        for item in staged:
+            # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
+            if len(item.rows) >= self.small_batch_rows:
+                cursor.execute(f"TRUNCATE TABLE {item.stage}")
+            elif item.rows:
+                cursor.execute(f"DELETE FROM {item.stage}")
         conn.commit()
         return merged
 
