@@ -114,18 +114,20 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.key("sink-leader"))
     applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
+    # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
+    applier.spark()
     while not lock.acquire():
         log.info("another sink leads pipeline %s; standing by", settings.group)
         time.sleep(lock.lease_ms / 3000)
+    lost = lock.keep_alive()
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
-    # Start Spark now: its JVM takes seconds, better paid before the stream than in the middle.
-    applier.spark()
     try:
         while True:
             before = sink.checkpoint_ts()[0]
             after = sink.run_once()
-            if not lock.renew():
+            if lost.is_set():
+                # A newer leader exists; the epoch check already refused any late commit.
                 log.error("lost the leader lease; stopping")
                 return 1
             if once:

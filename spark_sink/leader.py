@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 
 import redis
@@ -39,6 +40,25 @@ class LeaderLock:
         """Extend the lease; False when it was lost (expired and maybe taken)."""
         return bool(self._renew(keys=[self.key], args=[self.token, self.lease_ms]))
 
+    def keep_alive(self) -> threading.Event:
+        """Renew the lease from a background thread (a long batch or Spark's start must not
+        let it lapse); the returned event is set when the lease is lost."""
+        lost = threading.Event()
+
+        def beat() -> None:
+            while not lost.wait(self.lease_ms / 3000):
+                try:
+                    if not self.renew():
+                        lost.set()
+                except redis.RedisError:
+                    continue  # Redis away for a moment: the lease may still hold
+
+        threading.Thread(target=beat, name="sink-lease", daemon=True).start()
+        self._lost = lost
+        return lost
+
     def release(self) -> None:
+        if getattr(self, "_lost", None) is not None:
+            self._lost.set()
         if self.renew():
             self.client.delete(self.key)

@@ -319,3 +319,18 @@ def test_a_standby_takes_over_and_fences_the_old_leader(pipeline: Any, redis_cli
     assert not first.renew()
     with pytest.raises(LostLeadershipError):
         applier.apply([], TS + 3, first.epoch, {})
+
+
+def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -> None:
+    import time
+
+    _, staging, _ = pipeline
+    lock = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    other = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    assert lock.acquire()
+    lost = lock.keep_alive()
+    time.sleep(1.0)  # more than three leases without the loop renewing
+    assert not lost.is_set()
+    assert not other.acquire()
+    lock.release()
+    assert other.acquire()
