@@ -245,7 +245,11 @@ class Applier:
         keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
         merged = 0
         if plan.deletes:
-            join = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+            # Key columns are never NULL: plain equality lets the target's key index drive the
+            # join. A table keyed by all its columns may hold NULLs: null-safe equality there.
+            keyed = tuple(keys) == plan.key_columns and plan.has_key
+            equal = "=" if keyed else "<=>"
+            join = " AND ".join(f"t.{quote(k)} {equal} s.{quote(k)}" for k in keys)
             merged += cursor.execute(
                 f"DELETE t FROM {item.target} AS t JOIN {item.stage} AS s ON {join} "
                 f"WHERE s.{quote(DELETE_FLAG)} = 1"

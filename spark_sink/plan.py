@@ -35,6 +35,13 @@ class TablePlan:
     deletes: dict[Key, dict[str, Value]] = field(default_factory=dict)
     upserts: dict[Key, dict[str, Value]] = field(default_factory=dict)
 
+    @property
+    def has_key(self) -> bool:
+        """Whether the table has a primary or handle key (else it is keyed by all columns)."""
+        return any(
+            self.columns[c].flags & _KEY_FLAGS for c in self.key_columns if c in self.columns
+        )
+
 
 def key_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
     """The handle or primary key columns; every column when the table has neither."""
