@@ -25,29 +25,10 @@ from config.settings import load_settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.model import Resolved, RowChange
 from streams.staging import Staging
+from ticdc_sink.produce import send
 from ticdc_sink.workload import make_rows
 
 PARTITIONS = 4
-
-
-async def _produce(bootstrap: str, topic: str, messages: list[tuple[int, KafkaMessage]]) -> None:
-    from aiokafka import AIOKafkaProducer
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
-    finally:
-        await admin.close()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await producer.start()
-    try:
-        for partition, message in messages:
-            await producer.send(topic, message.value, key=message.key, partition=partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
 
 
 def _key(row: RowChange) -> int:
@@ -75,7 +56,7 @@ def main() -> None:
         decoder.decode(message.key, message.value)
     decode_rate = len(rows) / (time.perf_counter() - start)
 
-    asyncio.run(_produce(settings.kafka, topic, messages))
+    asyncio.run(send(settings, topic, PARTITIONS, messages))
     staging = Staging(redis.Redis.from_url(settings.redis_url), topic)
     env = {**os.environ, "TICDC_SINK_TOPICS": topic, "TICDC_SINK_GROUP": topic}
     worker = subprocess.Popen(

@@ -15,6 +15,7 @@ from streams.codecs import codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
 from streams.worker import STAGE_BATCH
+from ticdc_sink.produce import send
 from ticdc_sink.workload import make_rows
 
 pytestmark = pytest.mark.integration
@@ -23,16 +24,7 @@ PARTITIONS = 4
 
 
 async def _produce(settings: Any, topic: str, messages: list[tuple[int, Any]]) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka, enable_idempotence=True)
-    await producer.start()
-    try:
-        for partition, message in messages:
-            await producer.send(topic, message.value, key=message.key, partition=partition)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await send(settings, topic, PARTITIONS, messages)
 
 
 def _messages(rows: list[RowChange], protocol: str, bad: bool = False) -> list[tuple[int, Any]]:
