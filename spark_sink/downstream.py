@@ -24,6 +24,8 @@ TRANSIENT_ERRORS = frozenset({1205, 1213, 2003, 2006, 2013, 2055})
 ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
 RETRY_ATTEMPTS = 6
 RETRY_FIRST_DELAY_S = 0.5
+# Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
+INDEX_PREFIX = 191
 # Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
 # but a string by its bytes or its name.
 _NUMERIC_STAGING = ("bit", "enum", "set")
@@ -93,6 +95,18 @@ class Column:
             "mediumblob",
             "longblob",
         }
+
+    def index_part(self) -> str:
+        """The column as an index part: long strings and blobs need a prefix length."""
+        if self.data_type in {"tinytext", "text", "mediumtext", "longtext", "json"} or (
+            self.data_type.endswith("blob")
+        ):
+            return f"{quote(self.name)}({INDEX_PREFIX})"
+        if self.data_type in {"char", "varchar", "binary", "varbinary"}:
+            declared = int(self.column_type.split("(", 1)[1].split(")", 1)[0])
+            if declared > INDEX_PREFIX:
+                return f"{quote(self.name)}({INDEX_PREFIX})"
+        return quote(self.name)
 
     @property
     def staging_type(self) -> str:

@@ -38,6 +38,8 @@ log = logging.getLogger("ticdc_sink.sink")
 # Below this many staged rows a batch skips Spark: its fixed cost would dominate.
 SMALL_BATCH_ROWS = 20_000
 DELETE_FLAG = "_tcs_delete"
+# Columns of a key-less table's staging index (a selective prefix of its columns).
+PROBE_PARTS = 8
 # Rows per JDBC batch statement when Spark loads a staging table.
 JDBC_BATCH_SIZE = 20_000
 
@@ -183,7 +185,8 @@ class Applier:
             columns = self._layouts[routed] = [
                 c for c in table_columns(cursor, schema, table) if not c.generated
             ]
-        stage_name = self._stage_table(cursor, schema, table, columns)
+        indexed = None if plan.has_key else self._probe_column(plan, columns)
+        stage_name = self._stage_table(cursor, schema, table, columns, indexed)
         return _Staged(
             plan,
             table_name(schema, table),
@@ -193,14 +196,34 @@ class Applier:
             staging_rows(plan, columns),
         )
 
-    def _stage_table(self, cursor: Any, schema: str, table: str, columns: list[Column]) -> str:
+    @staticmethod
+    def _probe_column(plan: TablePlan, columns: list[Column]) -> list[Column] | None:
+        """For a table without a key: the staging column to index, so that the DELETE JOIN
+        scans the target once and probes the staged rows instead of comparing all pairs."""
+        by_name = {c.name: c for c in columns}
+        candidates = [by_name[k] for k in plan.key_columns if k in by_name]
+        return candidates[:PROBE_PARTS] or None
+
+    def _stage_table(
+        self,
+        cursor: Any,
+        schema: str,
+        table: str,
+        columns: list[Column],
+        indexed: list[Column] | None = None,
+    ) -> str:
         layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
-        digest = hashlib.sha1(f"{schema}\x00{table}\x00{layout}".encode()).hexdigest()[:16]
+        probe = ",".join(c.name for c in indexed) if indexed else ""
+        identity = f"{schema}\x00{table}\x00{layout}\x00{probe}"
+        digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
         name = f"stage_{self.settings.group}_{digest}"[:64]
         definition = ", ".join(f"{quote(c.name)} {c.staging_type} NULL" for c in columns)
+        index = ""
+        if indexed is not None:
+            index = f", KEY tcs_probe ({', '.join(c.index_part() for c in indexed)})"
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {table_name(self.settings.meta_db, name)} "
-            f"({definition}, {quote(DELETE_FLAG)} TINYINT NOT NULL) ENGINE=InnoDB"
+            f"({definition}, {quote(DELETE_FLAG)} TINYINT NOT NULL{index}) ENGINE=InnoDB"
         )
         return name
 
