@@ -119,3 +119,14 @@ def conformance() -> Path:
     if not folder.is_dir():
         service_missing("the shared conformance vectors", FileNotFoundError(folder))
     return folder
+
+
+@pytest.fixture
+def staging(redis_client: redis.Redis, unique: str) -> Iterator[Any]:
+    """A Redis staging area of this test's own pipeline, deleted afterwards."""
+    from streams.staging import Staging
+
+    area = Staging(redis_client, unique)
+    yield area
+    for key in redis_client.scan_iter(f"{area.prefix}*"):
+        redis_client.delete(key)

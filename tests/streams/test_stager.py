@@ -21,12 +21,9 @@ TS = 449_000_000_000_000_100
 
 
 @pytest.fixture
-def staging(redis_client: Any, unique: str) -> Any:
-    stage = Staging(redis_client, unique)
-    stage.set_partition_count("topic", 1)
-    yield stage
-    for key in redis_client.scan_iter(f"{stage.prefix}*"):
-        redis_client.delete(key)
+def staging(staging: Staging) -> Staging:
+    staging.set_partition_count("topic", 1)
+    return staging
 
 
 def _simple_messages() -> list[Any]:

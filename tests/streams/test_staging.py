@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from streams.model import DDLEvent, Op, RowChange, column_type
@@ -21,12 +19,9 @@ def row(ts: int, key: int, value: str = "x", op: Op = Op.INSERT) -> RowChange:
 
 
 @pytest.fixture
-def staging(redis_client: Any, unique: str) -> Any:
-    stage = Staging(redis_client, unique)
-    stage.set_partition_count("topic", 2)
-    yield stage
-    for key in redis_client.scan_iter(f"{stage.prefix}*"):
-        redis_client.delete(key)
+def staging(staging: Staging) -> Staging:
+    staging.set_partition_count("topic", 2)
+    return staging
 
 
 P0, P1 = TopicPartition("topic", 0), TopicPartition("topic", 1)

@@ -83,14 +83,6 @@ async def topic(kafka_admin: Any, unique: str) -> Any:
     await kafka_admin.delete_topics([unique])
 
 
-@pytest.fixture
-def staging(redis_client: Any, unique: str) -> Any:
-    stage = Staging(redis_client, unique)
-    yield stage
-    for key in redis_client.scan_iter(f"{stage.prefix}*"):
-        redis_client.delete(key)
-
-
 async def test_worker_stages_every_partition_in_order(
     settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
@@ -127,9 +119,7 @@ async def test_a_sigkilled_worker_loses_nothing_and_duplicates_nothing(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
-    released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
-    assert released == rows
-    assert staging.staged_totals()[0] == len(rows)
+    _assert_staged_once(staging, rows)
 
 
 async def test_status_names_the_partition_that_blocks(
@@ -216,9 +206,7 @@ async def test_two_workers_share_partitions_and_survive_a_sigkill(
     finally:
         os.killpg(second.pid, signal.SIGTERM)
         second.wait(timeout=60)
-    released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
-    assert released == rows
-    assert staging.staged_totals()[0] == len(rows)
+    _assert_staged_once(staging, rows)
 
 
 async def test_backpressure_pauses_and_resumes(
@@ -265,3 +253,10 @@ def _get_json(url: str, deadline: float) -> Any:
         except OSError:
             assert time.monotonic() < deadline, f"{url} never answered"
             time.sleep(0.25)
+
+
+def _assert_staged_once(staging: Staging, rows: list[RowChange]) -> None:
+    """Every row released in order, and staged exactly once (no loss, no duplicate)."""
+    released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
+    assert released == rows
+    assert staging.staged_totals()[0] == len(rows)
