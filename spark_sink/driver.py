@@ -24,6 +24,8 @@ from streams.staging import Barrier, Staging
 
 log = logging.getLogger("ticdc_sink.sink")
 
+# How long the loop waits after Redis could not be reached.
+REDIS_RETRY_S = 1.0
 # How long the loop sleeps when there is nothing new to apply.
 IDLE_SLEEP_S = 0.2
 
@@ -124,8 +126,14 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
         while True:
-            before = sink.checkpoint_ts()[0]
-            after = sink.run_once()
+            try:
+                before = sink.checkpoint_ts()[0]
+                after = sink.run_once()
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                # Nothing is trimmed before its commit, so the next round redoes what is left.
+                log.warning("Redis unavailable (%s); retrying", error)
+                time.sleep(REDIS_RETRY_S)
+                continue
             if lost.is_set():
                 # A newer leader exists; the epoch check already refused any late commit.
                 log.error("lost the leader lease; stopping")

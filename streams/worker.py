@@ -48,6 +48,9 @@ STAGE_WITHIN_S = 0.05
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
 METRICS_INTERVAL_S = 5.0
+# Backoff while Redis is unreachable (a restart, a dropped connection).
+REDIS_RETRY_FIRST_S = 0.2
+REDIS_RETRY_MAX_S = 5.0
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
 
@@ -223,10 +226,26 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
                 )
                 for e in events
             ]
-            stager.stage_batch(records)
+            await _stage_until_done(app, stager, records)
             await _wait_for_room(app, settings, staging)
 
     return app
+
+
+async def _stage_until_done(app: Any, stager: MessageStager, records: list[Record]) -> None:
+    """Stage a batch, riding out Redis restarts and dropped connections: the batch is not
+    acknowledged until it is staged, and staging it again is harmless."""
+    delay = REDIS_RETRY_FIRST_S
+    while True:
+        try:
+            stager.stage_batch(records)
+            return
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            if app.should_stop:
+                raise
+            log.warning("Redis unavailable (%s); staging again in %.1f s", error, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, REDIS_RETRY_MAX_S)
 
 
 async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:

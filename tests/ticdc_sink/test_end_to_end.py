@@ -154,3 +154,41 @@ def _checkpoint(connect: Any, settings: Settings) -> int | None:
             return None
         row = cursor.fetchone()
         return None if row is None else int(row[0])
+
+
+def test_dropped_redis_connections_lose_nothing(
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
+) -> None:
+    expected = tmp_path / "expected.json"
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 300, seed=4, expected=expected, schema=unique
+    )
+    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="300")
+    processes = [_spawn("worker", env), _spawn("apply", env)]
+    try:
+        deadline = time.monotonic() + 120
+        drops = 0
+        while (_checkpoint_of(pipeline) or 0) < final:
+            assert time.monotonic() < deadline, f"stuck after {drops} connection drops"
+            if drops < 5:
+                # Every client connection to Redis is cut, as in a failover or a restart.
+                redis_client.client_kill_filter(_type="normal", skipme=True)
+                drops += 1
+            time.sleep(0.5)
+        assert all(p.poll() is None for p in processes), "a process died on a Redis blip"
+    finally:
+        for process in processes:
+            _stop(process)
+    ok, report = verify(pipeline, expected)
+    assert ok, "\n".join(report)
+
+
+def _checkpoint_of(settings: Settings) -> int | None:
+    from spark_sink.downstream import CheckpointTable, connect
+
+    try:
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+    except Exception:
+        return None
+    return found.resolved_ts if found else None
