@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings, load_settings
-from spark_sink.downstream import CheckpointTable, connect, quote
+from spark_sink.downstream import applied_resolved_ts, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
 from ticdc_sink.produce import partition_of, run_produce, send
@@ -40,15 +40,6 @@ RESOLVED_INTERVAL_S = 0.1
 
 def now_tso() -> int:
     return int(time.time() * 1000) << TSO_SHIFT
-
-
-def checkpoint(settings: Settings) -> int:
-    try:
-        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
-    except Exception:
-        return 0
-    return found.resolved_ts if found else 0
 
 
 def spawn(settings: Settings, command: str) -> subprocess.Popen[bytes]:
@@ -106,10 +97,10 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
     peaks = {"worker": 0.0, "sink": 0.0}
     try:
         # The clock starts at the first applied batch: process and Spark start-up excluded.
-        while (first := checkpoint(run)) == 0:
+        while (first := applied_resolved_ts(run)) == 0:
             time.sleep(0.05)
         started = time.monotonic()
-        while checkpoint(run) < final:
+        while applied_resolved_ts(run) < final:
             peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
             time.sleep(0.1)
         elapsed = time.monotonic() - started
@@ -132,7 +123,7 @@ def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
 
     def sample() -> None:
         while not done.is_set():
-            applied = checkpoint(run)
+            applied = applied_resolved_ts(run)
             lag_s = time.time() - (applied >> TSO_SHIFT) / 1000
             # Sample from the moment the sink has caught up with what piled up while Spark and
             # the worker started (lag under a second once): start-up is not steady-state lag.

@@ -224,3 +224,13 @@ class CheckpointTable:
             "ddl_ts = GREATEST(ddl_ts, VALUES(ddl_ts)), epoch = VALUES(epoch)",
             (self.pipeline, resolved_ts, ddl_ts or 0, epoch, orjson.dumps(offsets).decode()),
         )
+
+
+def applied_resolved_ts(settings: Settings) -> int:
+    """The pipeline's applied resolved ts downstream; 0 before the sink has recorded any."""
+    try:
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+    except pymysql.MySQLError:  # no checkpoint table yet: the sink has not started
+        return 0
+    return found.resolved_ts if found else 0

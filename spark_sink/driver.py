@@ -125,10 +125,10 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
+        last = None
         while True:
             try:
-                before = sink.checkpoint_ts()[0]
-                after = sink.run_once()
+                applied = sink.run_once()
             except (redis.ConnectionError, redis.TimeoutError) as error:
                 # Nothing is trimmed before its commit, so the next round redoes what is left.
                 log.warning("Redis unavailable (%s); retrying", error)
@@ -140,7 +140,8 @@ def run_sink(settings: Settings, once: bool = False) -> int:
                 return 1
             if once:
                 return 0
-            if after == before:
+            if applied == last:
                 time.sleep(IDLE_SLEEP_S)
+            last = applied
     finally:
         lock.release()

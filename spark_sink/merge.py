@@ -185,7 +185,7 @@ class Applier:
             columns = self._layouts[routed] = [
                 c for c in table_columns(cursor, schema, table) if not c.generated
             ]
-        indexed = None if plan.has_key else self._probe_column(plan, columns)
+        indexed = None if plan.has_key else self._probe_columns(plan, columns)
         stage_name = self._stage_table(cursor, schema, table, columns, indexed)
         return _Staged(
             plan,
@@ -197,8 +197,8 @@ class Applier:
         )
 
     @staticmethod
-    def _probe_column(plan: TablePlan, columns: list[Column]) -> list[Column] | None:
-        """For a table without a key: the staging column to index, so that the DELETE JOIN
+    def _probe_columns(plan: TablePlan, columns: list[Column]) -> list[Column] | None:
+        """For a table without a key: the staging columns to index, so that the DELETE JOIN
         scans the target once and probes the staged rows instead of comparing all pairs."""
         by_name = {c.name: c for c in columns}
         candidates = [by_name[k] for k in plan.key_columns if k in by_name]

@@ -374,10 +374,11 @@ class Staging:
     def replay_offsets(self, checkpoint: int) -> dict[str, int]:
         """Per partition, the Kafka offset a replay must start from to rebuild what is staged
         after ``checkpoint``: the first such change's message, else the next unread one."""
-        staged = self.staged_offsets(self.partitions())
+        partitions = self.partitions()
+        staged = self.staged_offsets(partitions)
+        low = b"(" + ts_hex(checkpoint) + b"\xff"
         offsets = {}
-        for tp in self.partitions():
-            low = b"(" + ts_hex(checkpoint) + b"\xff"
+        for tp in partitions:
             first = self.client.zrangebylex(self.rows_key(tp), low, b"+", start=0, num=1)
             if first:
                 offsets[tp.field] = int(first[0][TS_DIGITS : TS_DIGITS + OFFSET_DIGITS], 16)

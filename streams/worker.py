@@ -65,8 +65,8 @@ class MessageStager:
         self.dead_letters = 0
         self._schemas_changed = False
 
-    def stage_batch(self, records: Sequence[Record]) -> int:
-        """Stage consecutive messages in one Redis round trip; returns the rows newly staged.
+    def stage_batch(self, records: Sequence[Record]) -> None:
+        """Stage consecutive messages in one Redis round trip.
 
         Each message is still its own atomic script call, applied in order, so a crash midway
         leaves a prefix staged and the rest to be re-delivered.
@@ -77,12 +77,11 @@ class MessageStager:
         fresh = [r for r in records if staged.get(r[0], -1) < r[1]]
         pipe = self.staging.client.pipeline(transaction=False)
         self._schemas_changed = False
-        row_counts = [self._stage(record, pipe) for record in fresh]
-        results = pipe.execute()
+        for record in fresh:
+            self._stage(record, pipe)
+        pipe.execute()
         if self._schemas_changed and self.staging.client.llen(self.staging.key("held")):
             self.retry_held()
-        staged_flags = iter(result for result in results if result in (0, 1))
-        return sum(rows for rows, staged in zip(row_counts, staged_flags, strict=False) if staged)
 
     def retry_held(self) -> int:
         """Stage the held messages whose schema has arrived; returns how many were staged."""
@@ -97,7 +96,7 @@ class MessageStager:
             staged += 1
         return staged
 
-    def _stage(self, record: Record, pipe: Any) -> int:
+    def _stage(self, record: Record, pipe: Any) -> None:
         tp, offset, key, value = record
         try:
             events = self.codec.decode(key, value or b"")
@@ -105,14 +104,14 @@ class MessageStager:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, pipe=pipe)
             self.staging.stage(tp, offset, [], pipe=pipe)
-            return 0
+            return
         except DecodeError as error:
             if self.on_error is OnError.HALT:
                 raise
             self.dead_letter(record, error, pipe)
             # The offset still counts as staged, so a replay does not dead-letter it twice.
             self.staging.stage(tp, offset, [], pipe=pipe)
-            return 0
+            return
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
@@ -127,7 +126,6 @@ class MessageStager:
                 tso_seconds(max(marks))
             )
         self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
-        return len(rows)
 
     def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
         tp, offset, key, value = record

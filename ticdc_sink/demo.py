@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 
 from config.settings import Settings
-from spark_sink.downstream import CheckpointTable, connect
+from spark_sink.downstream import applied_resolved_ts
 from streams.staging import Staging
 from ticdc_sink.produce import run_produce
 from ticdc_sink.verify import verify
@@ -28,16 +28,6 @@ DEMO_TRANSACTIONS = 800
 # How long the demo waits for the pipeline to catch up before it gives up.
 DEMO_TIMEOUT_S = 300
 TSO_PHYSICAL_SHIFT = 18
-
-
-def _checkpoint(settings: Settings) -> int:
-    table = CheckpointTable(settings.meta_db, settings.group)
-    try:
-        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-            found = table.read(cursor)
-    except Exception:  # the sink has not created its checkpoint table yet
-        return 0
-    return found.resolved_ts if found else 0
 
 
 def run_demo(settings: Settings) -> int:
@@ -76,7 +66,7 @@ def run_demo(settings: Settings) -> int:
                 print(f"\ngave up after {DEMO_TIMEOUT_S} s")
                 return 1
             time.sleep(0.5)
-            checkpoint = _checkpoint(demo)
+            checkpoint = applied_resolved_ts(demo)
             resolved = staging.global_resolved_ts() or 0
             behind_ms = max(0, (resolved - checkpoint) >> TSO_PHYSICAL_SHIFT) if checkpoint else 0
             staged, _ = staging.staged_totals()

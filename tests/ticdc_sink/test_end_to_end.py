@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from spark_sink.downstream import applied_resolved_ts
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.staging import Staging
@@ -128,10 +129,10 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
             sink = _spawn("apply", env)
             time.sleep(rng.uniform(1.5, 4.0))
             _stop(sink, signal.SIGKILL)
-            seen.append(_checkpoint(mariadb_connect, pipeline))
+            seen.append(applied_resolved_ts(pipeline))
         sink = _spawn("apply", env)
         deadline = time.monotonic() + 120
-        while (_checkpoint(mariadb_connect, pipeline) or 0) < final:
+        while applied_resolved_ts(pipeline) < final:
             assert time.monotonic() < deadline
             time.sleep(0.25)
         _stop(sink)
@@ -139,21 +140,7 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
         _stop(worker)
     ok, report = verify(pipeline, expected)
     assert ok, "\n".join(report)
-    known = [c for c in seen if c is not None]
-    assert known == sorted(known)
-
-
-def _checkpoint(connect: Any, settings: Settings) -> int | None:
-    with connect() as conn, conn.cursor() as cursor:
-        try:
-            cursor.execute(
-                f"SELECT resolved_ts FROM `{settings.meta_db}`.`checkpoint` WHERE pipeline = %s",
-                (settings.group,),
-            )
-        except Exception:
-            return None
-        row = cursor.fetchone()
-        return None if row is None else int(row[0])
+    assert seen == sorted(seen)
 
 
 def test_dropped_redis_connections_lose_nothing(
@@ -168,7 +155,7 @@ def test_dropped_redis_connections_lose_nothing(
     try:
         deadline = time.monotonic() + 120
         drops = 0
-        while (_checkpoint_of(pipeline) or 0) < final:
+        while applied_resolved_ts(pipeline) < final:
             assert time.monotonic() < deadline, f"stuck after {drops} connection drops"
             if drops < 5:
                 # Every client connection to Redis is cut, as in a failover or a restart.
@@ -181,14 +168,3 @@ def test_dropped_redis_connections_lose_nothing(
             _stop(process)
     ok, report = verify(pipeline, expected)
     assert ok, "\n".join(report)
-
-
-def _checkpoint_of(settings: Settings) -> int | None:
-    from spark_sink.downstream import CheckpointTable, connect
-
-    try:
-        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
-    except Exception:
-        return None
-    return found.resolved_ts if found else None
