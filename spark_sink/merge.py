@@ -1,9 +1,10 @@
 """Apply planned batches: bulk-load staging tables, then merge them and the checkpoint atomically.
 
-For each table of a batch, the rows to delete and to upsert go into a staging table in the meta
-database (typed like the target, every column NULL-able, plus a delete flag). Large batches are
-loaded by Spark over JDBC with bulk statements; small ones over the driver's own connection (a
-Spark job costs ~0.2 s however small). Then ONE transaction runs ``DELETE ... JOIN`` and
+For each table of a batch, the rows to upsert go into a staging table in the meta database (typed
+like the target, every column NULL-able, plus a delete flag); so do the rows to delete when the
+table has no key. Large batches are loaded by Spark over JDBC with bulk statements; small ones
+over the driver's own connection (a Spark job costs ~0.2 s however small). Then ONE transaction
+deletes (by key, or ``DELETE ... JOIN`` for a key-less table), runs
 ``INSERT ... SELECT ... ON DUPLICATE KEY UPDATE`` for every table and advances the checkpoint, so
 the downstream moves from one upstream TSO to the next atomically. Re-running a batch is harmless:
 staging is reloaded from scratch and the merge sets final states.
@@ -42,6 +43,10 @@ DELETE_FLAG = "_tcs_delete"
 PROBE_PARTS = 8
 # Rows per JDBC batch statement when Spark loads a staging table.
 JDBC_BATCH_SIZE = 20_000
+# Keys per DELETE statement for tables with a key.
+DELETE_CHUNK = 1_000
+# Staging types loaded from an Arrow int64 (BIT, ENUM and SET stage as BIGINT UNSIGNED).
+_INTEGER_STAGING = ("tinyint", "smallint", "mediumint", "int", "bigint", "year")
 
 
 @dataclass
@@ -51,7 +56,18 @@ class _Staged:
     stage: str
     stage_name: str
     columns: list[Column]
-    rows: list[tuple[Any, ...]]
+    # True when the table has its key downstream: deletes then run by key, never staged.
+    keyed: bool
+    # The staging table's rows: delete images (flag 1) unless keyed, then upsert images (flag 0).
+    images: list[dict[str, Value]]
+
+    def flags(self) -> list[int]:
+        deletes = len(self.images) - len(self.plan.upserts)
+        return [1] * deletes + [0] * len(self.plan.upserts)
+
+    def values(self, column: Column) -> list[Value]:
+        name = column.name
+        return [image.get(name) for image in self.images]
 
 
 def _cell(value: Value, column: Column) -> Any:
@@ -65,13 +81,36 @@ def _cell(value: Value, column: Column) -> Any:
     return repr(value) if isinstance(value, float) else str(value)
 
 
-def staging_rows(plan: TablePlan, columns: Sequence[Column]) -> list[tuple[Any, ...]]:
-    """The staging table's rows for ``plan``: deletes (flag 1) then upserts (flag 0)."""
-    rows = [(*(_cell(image.get(c.name), c) for c in columns), 1) for image in plan.deletes.values()]
-    rows += [
-        (*(_cell(image.get(c.name), c) for c in columns), 0) for image in plan.upserts.values()
-    ]
-    return rows
+def staging_rows(item: _Staged) -> list[tuple[Any, ...]]:
+    """The staging table's rows as text and bytes cells, for a load over the driver."""
+    cells = [[_cell(v, column) for v in item.values(column)] for column in item.columns]
+    return list(zip(*cells, item.flags(), strict=True))
+
+
+def _arrow_type(column: Column) -> Any:
+    import pyarrow as pa
+
+    if column.binary:
+        return pa.binary()
+    if column.staging_type.startswith(_INTEGER_STAGING):
+        return pa.int64()
+    if column.data_type in {"float", "double"}:
+        return pa.float64()
+    return pa.string()
+
+
+def arrow_column(column: Column, values: list[Value]) -> Any:
+    """``values`` as an Arrow array typed for ``column``, built in C: ints stay ints and floats
+    floats. A value that does not fit (2**64-1 in an int64, a number in a text column) sends
+    the whole column as text or bytes instead, which MySQL parses exactly."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, _arrow_type(column))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        cells = [_cell(v, column) for v in values]
+        as_bytes = column.binary or any(isinstance(c, bytes) for c in cells)
+        return pa.array(cells, pa.binary() if as_bytes else pa.string())
 
 
 class Applier:
@@ -154,7 +193,7 @@ class Applier:
             cursor.execute(f"DELETE FROM {item.stage}")
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
-        total = sum(len(item.rows) for item in staged)
+        total = sum(len(item.images) for item in staged)
         if total >= self.small_batch_rows:
             for item in staged:
                 self._load_with_spark(item)
@@ -168,9 +207,9 @@ class Applier:
         conn.commit()
         for item in staged:
             # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
-            if len(item.rows) >= self.small_batch_rows:
+            if len(item.images) >= self.small_batch_rows:
                 cursor.execute(f"TRUNCATE TABLE {item.stage}")
-            elif item.rows:
+            elif item.images:
                 cursor.execute(f"DELETE FROM {item.stage}")
         conn.commit()
         return merged
@@ -185,15 +224,19 @@ class Applier:
             columns = self._layouts[routed] = [
                 c for c in table_columns(cursor, schema, table) if not c.generated
             ]
+        present = {c.name for c in columns}
+        keyed = plan.has_key and all(k in present for k in plan.key_columns)
         indexed = None if plan.has_key else self._probe_columns(plan, columns)
         stage_name = self._stage_table(cursor, schema, table, columns, indexed)
+        staged_deletes = [] if keyed else list(plan.deletes.values())
         return _Staged(
             plan,
             table_name(schema, table),
             table_name(self.settings.meta_db, stage_name),
             stage_name,
             columns,
-            staging_rows(plan, columns),
+            keyed,
+            [*staged_deletes, *plan.upserts.values()],
         )
 
     @staticmethod
@@ -228,25 +271,21 @@ class Applier:
         return name
 
     def _load_directly(self, cursor: Any, item: _Staged) -> None:
-        if not item.rows:
+        if not item.images:
             return
         names = ", ".join(quote(c.name) for c in item.columns) + f", {quote(DELETE_FLAG)}"
         marks = ", ".join(["%s"] * (len(item.columns) + 1))
-        cursor.executemany(f"INSERT INTO {item.stage} ({names}) VALUES ({marks})", item.rows)
+        cursor.executemany(
+            f"INSERT INTO {item.stage} ({names}) VALUES ({marks})", staging_rows(item)
+        )
 
     def _load_with_spark(self, item: _Staged) -> None:
         import pyarrow as pa
 
-        if not item.rows:
+        if not item.images:
             return
-        arrays = []
-        for index, column in enumerate(item.columns):
-            kind = pa.binary() if column.binary else pa.string()
-            values = [row[index] for row in item.rows]
-            if not column.binary and any(isinstance(v, bytes) for v in values):
-                kind = pa.binary()
-            arrays.append(pa.array(values, kind))
-        arrays.append(pa.array([row[-1] for row in item.rows], pa.int8()))
+        arrays = [arrow_column(column, item.values(column)) for column in item.columns]
+        arrays.append(pa.array(item.flags(), pa.int8()))
         names = [c.name for c in item.columns] + [DELETE_FLAG]
         frame = self.spark().createDataFrame(pa.Table.from_arrays(arrays, names=names))
         downstream = self.settings.downstream
@@ -267,12 +306,11 @@ class Applier:
         present = {c.name for c in item.columns}
         keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
         merged = 0
-        if plan.deletes:
-            # Key columns are never NULL: plain equality lets the target's key index drive the
-            # join. A table keyed by all its columns may hold NULLs: null-safe equality there.
-            keyed = tuple(keys) == plan.key_columns and plan.has_key
-            equal = "=" if keyed else "<=>"
-            join = " AND ".join(f"t.{quote(k)} {equal} s.{quote(k)}" for k in keys)
+        if plan.deletes and item.keyed:
+            merged += self._delete_by_key(cursor, item)
+        elif plan.deletes:
+            # A table keyed by all its columns may hold NULLs: null-safe equality.
+            join = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
             merged += cursor.execute(
                 f"DELETE t FROM {item.target} AS t JOIN {item.stage} AS s ON {join} "
                 f"WHERE s.{quote(DELETE_FLAG)} = 1"
@@ -287,3 +325,24 @@ class Applier:
                 f"WHERE {quote(DELETE_FLAG)} = 0 ON DUPLICATE KEY UPDATE {updates}"
             )
         return merged
+
+    @staticmethod
+    def _delete_by_key(cursor: Any, item: _Staged) -> int:
+        """Delete the plan's keys with bound values, a chunk per statement: cheaper than staging
+        them, and the key index finds each row (key columns are never NULL)."""
+        keys = item.plan.key_columns
+        if len(keys) == 1:
+            match, one = quote(keys[0]), "%s"
+        else:
+            match = "(" + ", ".join(quote(k) for k in keys) + ")"
+            one = "(" + ", ".join(["%s"] * len(keys)) + ")"
+        pending = list(item.plan.deletes)
+        deleted = 0
+        for start in range(0, len(pending), DELETE_CHUNK):
+            chunk = pending[start : start + DELETE_CHUNK]
+            marks = ", ".join([one] * len(chunk))
+            deleted += cursor.execute(
+                f"DELETE FROM {item.target} WHERE {match} IN ({marks})",
+                [value for key in chunk for value in key],
+            )
+        return deleted

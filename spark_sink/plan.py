@@ -21,7 +21,10 @@ from operator import attrgetter
 from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
 Key = tuple[Value, ...]
-_KEY_FLAGS = ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY
+# Plain ints: IntFlag's ``&`` is a Python-level call, and planning tests flags per row.
+_KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
+_UNIQUE = int(ColumnFlag.UNIQUE_KEY)
+_NULLABLE = int(ColumnFlag.NULLABLE)
 
 
 @dataclass
@@ -54,12 +57,12 @@ def _unique_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
     return tuple(
         name
         for name, kind in columns.items()
-        if kind.flags & ColumnFlag.UNIQUE_KEY and not kind.flags & ColumnFlag.NULLABLE
+        if kind.flags & _UNIQUE and not kind.flags & _NULLABLE
     )
 
 
 def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
-    return tuple(image.get(name) for name in names)
+    return tuple([image.get(name) for name in names])
 
 
 def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:

