@@ -54,5 +54,10 @@ class StagingError(TicdcSinkError):
     """Redis staging failed or holds data that breaks an invariant."""
 
 
+class StagingLostError(StagingError):
+    """Redis no longer holds what was staged after the downstream checkpoint (it was flushed or
+    replaced): applying on would skip changes, so the sink stops until a recovery replays them."""
+
+
 class ApplyError(TicdcSinkError):
     """The downstream rejected a batch in a way that retrying will not fix."""

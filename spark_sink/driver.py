@@ -12,6 +12,7 @@ import time
 
 import redis
 
+from config.errors import StagingLostError
 from config.settings import Settings
 from spark_sink.downstream import execute_ddl, with_retries
 from spark_sink.leader import LeaderLock
@@ -53,6 +54,7 @@ class Sink:
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
         checkpoint, ddl_ts = self.checkpoint_ts()
+        self._check_lineage(checkpoint)
         resolved = self.staging.global_resolved_ts()
         if resolved is None or resolved <= checkpoint:
             return checkpoint
@@ -72,6 +74,19 @@ class Sink:
         self._flush(batch, resolved)
         self.staging.trim(resolved)
         return resolved
+
+    def _check_lineage(self, checkpoint: int) -> None:
+        """Stop if Redis lost its data: the workers' committed Kafka offsets have moved past
+        changes that were staged, not applied, and now exist only in Kafka."""
+        if self.staging.has_lineage():
+            return
+        if checkpoint:
+            raise StagingLostError(
+                f"Redis holds no staging data for pipeline {self.settings.group!r} while the "
+                f"downstream checkpoint is at ts {checkpoint}: Redis was flushed or replaced. "
+                "Stop the workers, run `ticdc-sink recover`, then start them again."
+            )
+        self.staging.mark_lineage()
 
     def _flush(self, batch: list[RowChange], upto: int) -> None:
         started = time.perf_counter()

@@ -11,6 +11,12 @@ Lua script can touch all of them atomically, on a single Redis or a cluster alik
   while distinct DDLs at one commit ts (a split job) are all kept, in the order they arrived.
 - ``offsets``, ``watermarks``: hashes keyed ``<topic>:<partition>`` with the last staged Kafka
   offset and the partition's resolved ts (16 hex digits; it only moves forward).
+- ``resolved:<topic>:<partition>``: where each watermark advance came from, as ``resolved ts``
+  (16 hex) + Kafka offset (16 hex). TiCDC sends a partition nothing at or below a resolved ts
+  after it, so a replay from the last such message at or below the checkpoint rebuilds
+  everything not yet applied, DDL included.
+- ``lineage``: set once the sink knows Redis holds everything after the checkpoint; a
+  checkpoint downstream without it means Redis lost its data (see ``ticdc-sink recover``).
 - ``partitions``: topic -> partition count, from the topic's metadata.
 - ``staged``: counters of staged rows and bytes, for backpressure.
 - ``held``, ``held-ts``: messages that cannot be decoded yet (Simple DML before its schema) and,
@@ -150,6 +156,7 @@ if ARGV[3] ~= '' then
   local current = redis.call('HGET', KEYS[3], ARGV[1])
   if (not current) or ARGV[3] > current then
     redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
+    redis.call('ZADD', KEYS[7], 0, ARGV[3] .. string.format('%016x', tonumber(ARGV[2])))
   end
 end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -197,6 +204,9 @@ class Staging:
     def rows_key(self, tp: TopicPartition) -> str:
         return self.key(f"rows:{tp.field}")
 
+    def resolved_key(self, tp: TopicPartition) -> str:
+        return self.key(f"resolved:{tp.field}")
+
     # --- the worker side ---------------------------------------------------------------------
 
     def stage(
@@ -225,6 +235,7 @@ class Staging:
             self.key("ddl"),
             self.key("staged"),
             self.key("ddl-ids"),
+            self.resolved_key(tp),
         ]
         return self._stage(keys=keys, args=args, client=pipe or self.client)
 
@@ -372,25 +383,35 @@ class Staging:
             start += len(page)
 
     def replay_offsets(self, checkpoint: int) -> dict[str, int]:
-        """Per partition, the Kafka offset a replay must start from to rebuild what is staged
-        after ``checkpoint``: the first such change's message, else the next unread one."""
-        partitions = self.partitions()
-        staged = self.staged_offsets(partitions)
-        low = b"(" + ts_hex(checkpoint) + b"\xff"
+        """Per partition, the Kafka offset a replay must start from to rebuild everything after
+        ``checkpoint``: the message that last moved its watermark to ``checkpoint`` or below
+        (0 when none did: the whole partition)."""
         offsets = {}
-        for tp in partitions:
-            first = self.client.zrangebylex(self.rows_key(tp), low, b"+", start=0, num=1)
-            if first:
-                offsets[tp.field] = int(first[0][TS_DIGITS : TS_DIGITS + OFFSET_DIGITS], 16)
-            else:
-                offsets[tp.field] = staged.get(tp, -1) + 1
+        for tp in self.partitions():
+            found = self._last_resolved_upto(tp, checkpoint)
+            offsets[tp.field] = int(found[TS_DIGITS:], 16) if found else 0
         return offsets
+
+    def _last_resolved_upto(self, tp: TopicPartition, ts: int) -> bytes | None:
+        found = self.client.zrevrangebylex(self.resolved_key(tp), _below(ts + 1), b"-", 0, 1)
+        return found[0] if found else None
+
+    def has_lineage(self) -> bool:
+        """Whether Redis still holds what the sink staged against (see the module notes)."""
+        return bool(self.client.exists(self.key("lineage")))
+
+    def mark_lineage(self) -> None:
+        self.client.set(self.key("lineage"), 1)
 
     def trim(self, checkpoint: int) -> int:
         """Delete every staged change with commit_ts <= ``checkpoint``; returns rows removed."""
         high = _below(checkpoint + 1)
         removed_rows = removed_bytes = 0
         for tp in self.partitions():
+            # Keep the last watermark at or below the checkpoint: replays start there.
+            last = self._last_resolved_upto(tp, checkpoint)
+            if last is not None:
+                self.client.zremrangebylex(self.resolved_key(tp), b"-", b"(" + last)
             key = self.rows_key(tp)
             while True:
                 page = self.client.zrangebylex(key, b"-", high, start=0, num=RELEASE_PAGE)

@@ -76,6 +76,12 @@ def _apply(args: argparse.Namespace) -> int:
     return run_sink(settings_from(args), once=args.once)
 
 
+def _recover(args: argparse.Namespace) -> int:
+    from ticdc_sink.recover import run_recover
+
+    return run_recover(settings_from(args))
+
+
 def _produce(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -147,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     apply = commands.add_parser("apply", help="apply staged changes to the downstream (the sink)")
     apply.add_argument("--once", action="store_true", help="apply what is resolved now, then exit")
     apply.set_defaults(handler=_apply)
+
+    recover = commands.add_parser(
+        "recover", help="after Redis lost its data: replay Kafka from the downstream checkpoint"
+    )
+    recover.set_defaults(handler=_recover)
 
     produce = commands.add_parser("produce", help="write a seeded TiCDC-like stream to Kafka")
     produce.add_argument("--topic", help="topic (default: the first of TICDC_SINK_TOPICS)")

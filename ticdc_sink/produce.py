@@ -21,7 +21,7 @@ from config.settings import Settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.values import b64encode
 from streams.model import Resolved, RowChange, Value
-from ticdc_sink.scenario import KEYS, Scenario
+from ticdc_sink.scenario import KEYS, START_TS, Scenario
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
@@ -133,9 +133,10 @@ def run_produce(
     expected: Path,
     duplicates: float = 0.0,
     schema: str = "shop",
+    start_ts: int = START_TS,
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts)."""
-    scenario = Scenario(seed=seed, transactions=transactions, schema=schema)
+    scenario = Scenario(seed=seed, transactions=transactions, schema=schema, start_ts=start_ts)
     messages, final = scenario_messages(scenario, protocol, partitions, duplicates, seed)
     asyncio.run(send(settings, topic, partitions, messages))
     expected.parent.mkdir(parents=True, exist_ok=True)

@@ -72,6 +72,8 @@ class Scenario:
     schema: str = SCHEMA
     # Commit ts source: None steps a synthetic clock; a callable gives live TSOs (benchmarks).
     clock: Callable[[], int] | None = None
+    # Where the synthetic clock starts (a later scenario on the same topic starts after the last).
+    start_ts: int = START_TS
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -84,8 +86,7 @@ class Scenario:
 
     def history(self) -> Iterator[Transaction]:
         """DDL creating the schema, then transactions, with an ADD COLUMN halfway."""
-        ts = START_TS
-        ts += 1 << 18
+        ts = self.start_ts + (1 << 18)
         db = self.schema
         yield Transaction(ts, ddl=DDLEvent(ts, db, None, f"CREATE DATABASE {db}", 1))
         for table, query in TABLE_DDL.items():

@@ -100,3 +100,25 @@ def test_values_survive_staging_exactly(staging: Staging) -> None:
     )
     staging.stage(P0, 0, [original])
     assert list(staging.release(0, (1 << 64) - 1)) == [original]
+
+
+def test_replay_offsets_start_at_the_last_watermark_at_or_below_the_checkpoint(
+    staging: Staging,
+) -> None:
+    ddl = DDLEvent(BIG_TS + 15, "db", "t", "ALTER TABLE t ADD c INT", 5)
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1)])
+    staging.stage(P0, 1, [], watermark=BIG_TS + 10)
+    # A DDL after the checkpoint in a message of its own, before any later row: a replay that
+    # started at the first unapplied row would miss it.
+    staging.stage(P0, 2, [], [ddl])
+    staging.stage(P0, 3, [], watermark=BIG_TS + 20)
+    staging.stage(P0, 4, [row(BIG_TS + 25, 2)])
+    staging.stage(P1, 0, [], watermark=BIG_TS + 12)
+    assert staging.replay_offsets(BIG_TS + 12) == {"topic:0": 1, "topic:1": 0}
+    assert staging.replay_offsets(BIG_TS + 20) == {"topic:0": 3, "topic:1": 0}
+    # A partition without a watermark at or below the checkpoint replays from its start.
+    assert staging.replay_offsets(BIG_TS + 5) == {"topic:0": 0, "topic:1": 0}
+    # Trimming keeps the entry a replay starts from.
+    staging.trim(BIG_TS + 12)
+    assert staging.replay_offsets(BIG_TS + 12) == {"topic:0": 1, "topic:1": 0}
+    assert staging.client.zcard(staging.resolved_key(P0)) == 2

@@ -168,3 +168,97 @@ def test_dropped_redis_connections_lose_nothing(
             _stop(process)
     ok, report = verify(pipeline, expected)
     assert ok, "\n".join(report)
+
+
+def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
+
+
+def _sigkill_and_restart(service: Any, down_for: float) -> None:
+    pid = service.our_pid()
+    if pid is None:
+        pytest.fail(f"{service.name} must be started by `ticdc-sink services up` to be killed")
+    os.kill(pid, signal.SIGKILL)
+    _wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
+    time.sleep(down_for)
+    service.up()
+
+
+def test_a_sigkilled_redis_restarts_from_its_append_only_file(
+    pipeline: Settings, unique: str, tmp_path: Path
+) -> None:
+    from ticdc_sink.services.redis import RedisService
+
+    expected = tmp_path / "expected.json"
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 300, seed=11, expected=expected, schema=unique
+    )
+    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")
+    processes = [_spawn("worker", env), _spawn("apply", env)]
+    try:
+        _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
+        assert applied_resolved_ts(pipeline) < final, "applied everything before Redis died"
+        _sigkill_and_restart(RedisService(), down_for=2.0)
+        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the final checkpoint")
+        assert all(p.poll() is None for p in processes), "a process died with Redis"
+    finally:
+        for process in processes:
+            _stop(process)
+    ok, report = verify(pipeline, expected)
+    assert ok, "\n".join(report)
+
+
+def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, mariadb_connect: Any
+) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    sent, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 80, seed=5, expected=first, schema=unique
+    )
+    env = _env(pipeline, "open")
+    staging = Staging(redis_client, unique)
+    worker, sink = _spawn("worker", env), _spawn("apply", env)
+    try:
+        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the first workload")
+        _stop(sink)
+        # A second workload (a database of its own, CREATE DDL included) that the worker stages
+        # and commits in Kafka, and the stopped sink never applies ...
+        more, final = run_produce(
+            pipeline, unique, "open", PARTITIONS, 80, seed=6, expected=second,
+            schema=f"{unique}_b", start_ts=final,
+        )  # fmt: skip
+        _wait_for(lambda: _messages_staged(staging) == sent + more, "the second workload staged")
+        time.sleep(3)  # Faust commits staged offsets every second
+        # ... then Redis loses everything: those changes now exist only in Kafka.
+        for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+            redis_client.delete(key)
+        refused = _run("apply", "--once", env=env)
+        assert refused.returncode == 1, refused.stderr
+        assert "ticdc-sink recover" in refused.stderr
+        _stop(worker)
+        recovered = _run("recover", env=env)
+        assert recovered.returncode == 0, recovered.stderr
+        assert "replay from offset" in recovered.stdout
+        worker, sink = _spawn("worker", env), _spawn("apply", env)
+        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the replayed workload")
+        for expected in (first, second):
+            ok, report = verify(pipeline, expected)
+            assert ok, "\n".join(report)
+    finally:
+        _stop(sink)
+        _stop(worker)
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
+
+
+def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
