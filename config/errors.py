@@ -61,3 +61,8 @@ class StagingLostError(StagingError):
 
 class ApplyError(TicdcSinkError):
     """The downstream rejected a batch in a way that retrying will not fix."""
+
+
+class TransientApplyError(ApplyError):
+    """A step of applying a batch failed in a way a retry may fix (a Spark load whose JDBC
+    connections were cut, say): the batch is retried from its staging load."""

@@ -38,9 +38,11 @@ DEFAULT_META_DB = "ticdc_sink"
 # Staging limits: past either one, workers pause their partitions until the sink catches up.
 DEFAULT_MAX_STAGED_ROWS = 2_000_000
 DEFAULT_MAX_STAGED_BYTES = 1 << 30
-# Micro-batch bounds for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
+# Micro-batch bound for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
-DEFAULT_BATCH_BYTES = 256 << 20
+# Batches below this many rows load over the driver's connection: a Spark job's ~0.2 s would
+# dominate them on a local master (0: every batch through Spark, as on a cluster).
+DEFAULT_SPARK_MIN_ROWS = 20_000
 # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.
@@ -122,7 +124,7 @@ class Settings(BaseModel):
     max_staged_rows: int = Field(default=DEFAULT_MAX_STAGED_ROWS, gt=0)
     max_staged_bytes: int = Field(default=DEFAULT_MAX_STAGED_BYTES, gt=0)
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)
-    batch_bytes: int = Field(default=DEFAULT_BATCH_BYTES, gt=0)
+    spark_min_rows: int = Field(default=DEFAULT_SPARK_MIN_ROWS, ge=0)
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
     session_timeout: float = Field(default=DEFAULT_SESSION_TIMEOUT_S, ge=6.0, le=300.0)
     metrics_port: int = Field(default=0, ge=0, le=65535)

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ApplyError
+from config.errors import ApplyError, TransientApplyError
 from config.settings import Settings
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -57,6 +57,8 @@ def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection
 
 
 def is_transient(error: BaseException) -> bool:
+    if isinstance(error, TransientApplyError):
+        return True
     if isinstance(error, pymysql.err.OperationalError | pymysql.err.InterfaceError):
         code = error.args[0] if error.args else None
         return code in TRANSIENT_ERRORS or isinstance(error, pymysql.err.InterfaceError)

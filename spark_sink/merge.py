@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from config.errors import TransientApplyError
 from config.settings import Settings
 from spark_sink.downstream import (
     CheckpointTable,
@@ -36,13 +37,20 @@ from streams.model import Value
 
 log = logging.getLogger("ticdc_sink.sink")
 
-# Below this many staged rows a batch skips Spark: its fixed cost would dominate.
-SMALL_BATCH_ROWS = 20_000
 DELETE_FLAG = "_tcs_delete"
 # Columns of a key-less table's staging index (a selective prefix of its columns).
 PROBE_PARTS = 8
 # Rows per JDBC batch statement when Spark loads a staging table.
 JDBC_BATCH_SIZE = 20_000
+# Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
+LOST_CONNECTION_MARKERS = (
+    "SQLNonTransientConnectionException",
+    "SQLTransientConnectionException",
+    "Connection reset",
+    "Communications link failure",
+    "Could not connect",
+    "Connection refused",
+)
 # Keys per DELETE statement for tables with a key.
 DELETE_CHUNK = 1_000
 # Staging types loaded from an Arrow int64 (BIT, ENUM and SET stage as BIGINT UNSIGNED).
@@ -121,12 +129,10 @@ class Applier:
         settings: Settings,
         spark_factory: Callable[[], Any] | None = None,
         router: Router | None = None,
-        small_batch_rows: int = SMALL_BATCH_ROWS,
     ) -> None:
         self.settings = settings
         self.router = router or Router()
         self.checkpoint = CheckpointTable(settings.meta_db, settings.group)
-        self.small_batch_rows = small_batch_rows
         self._spark_factory = spark_factory
         self._spark: Any = None
         self._conn: Any = None
@@ -194,7 +200,7 @@ class Applier:
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
         total = sum(len(item.images) for item in staged)
-        if total >= self.small_batch_rows:
+        if total >= self.settings.spark_min_rows:
             for item in staged:
                 self._load_with_spark(item)
         else:
@@ -207,7 +213,7 @@ class Applier:
         conn.commit()
         for item in staged:
             # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
-            if len(item.images) >= self.small_batch_rows:
+            if len(item.images) >= self.settings.spark_min_rows:
                 cursor.execute(f"TRUNCATE TABLE {item.stage}")
             elif item.images:
                 cursor.execute(f"DELETE FROM {item.stage}")
@@ -294,12 +300,19 @@ class Applier:
             downstream.user,
             downstream.password.get_secret_value(),
         )
-        (
-            frame.write.format("jdbc")
-            .options(**options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE))
-            .mode("append")
-            .save()
-        )
+        try:
+            (
+                frame.write.format("jdbc")
+                .options(**options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE))
+                .mode("append")
+                .save()
+            )
+        except Exception as error:
+            if any(marker in str(error) for marker in LOST_CONNECTION_MARKERS):
+                raise TransientApplyError(
+                    f"Spark load of {item.stage} lost its connection"
+                ) from error
+            raise
 
     def _merge(self, cursor: Any, item: _Staged) -> int:
         plan = item.plan

@@ -93,7 +93,8 @@ def test_every_type_round_trips(
     settings, _staging, applier = pipeline
     if through_spark:
         spark = request.getfixturevalue("spark")
-        applier = Applier(settings, spark_factory=lambda: spark, small_batch_rows=1)
+        through = settings.model_copy(update={"spark_min_rows": 0})
+        applier = Applier(through, spark_factory=lambda: spark)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
     full = {
@@ -266,7 +267,8 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
-    applier = Applier(settings, spark_factory=lambda: spark, small_batch_rows=1)
+    through = settings.model_copy(update={"spark_min_rows": 0})
+    applier = Applier(through, spark_factory=lambda: spark)
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": f"r{i}"}, None)

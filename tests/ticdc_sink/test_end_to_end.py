@@ -3,6 +3,7 @@ with workers and sinks SIGKILLed along the way."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import signal
@@ -107,6 +108,16 @@ def test_replicate_with_killed_workers(
     ok, report = verify(pipeline, expected)
     assert ok, "\n".join(report)
     assert checkpoints == sorted(checkpoints), "the checkpoint went backwards"
+
+
+def _committed(settings: Settings, staging: Staging) -> int:
+    """Messages the consumer group has committed in Kafka, over every partition."""
+    import asyncio
+
+    from streams.status import kafka_offsets
+
+    committed, _ = asyncio.run(kafka_offsets(settings, staging.partitions()))
+    return sum(offset for offset in committed.values() if offset is not None)
 
 
 def _messages_staged(staging: Staging) -> int:
@@ -262,3 +273,70 @@ def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=180,
     )
+
+
+def test_cut_downstream_connections_lose_nothing(
+    pipeline: Settings, unique: str, tmp_path: Path, mariadb_connect: Any
+) -> None:
+    expected = tmp_path / "expected.json"
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 300, seed=12, expected=expected, schema=unique
+    )
+    # Every batch through Spark too, so its JDBC connections are cut as well as the driver's.
+    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
+    processes = [_spawn("worker", env), _spawn("apply", env)]
+    cuts = 0
+    try:
+        _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
+        with mariadb_connect() as admin, admin.cursor() as cursor:
+            while applied_resolved_ts(pipeline) < final:
+                assert cuts < 200, "the sink stopped making progress"
+                if cuts < 6:
+                    cursor.execute(
+                        "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+                        " AND USER <> 'system user' AND COMMAND <> 'Daemon'"
+                    )
+                    for (connection,) in cursor.fetchall():
+                        with contextlib.suppress(Exception):  # it may have closed meanwhile
+                            cursor.execute(f"KILL CONNECTION {int(connection)}")
+                cuts += 1
+                time.sleep(0.7)
+        assert all(p.poll() is None for p in processes), "a process died on a cut connection"
+    finally:
+        for process in processes:
+            _stop(process)
+    ok, report = verify(pipeline, expected)
+    assert ok, "\n".join(report)
+
+
+def test_a_restarted_kafka_broker_loses_nothing(
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, mariadb_connect: Any
+) -> None:
+    from ticdc_sink.services.kafka import KafkaService
+
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    sent, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 80, seed=13, expected=first, schema=unique
+    )
+    env = _env(pipeline, "open")
+    staging = Staging(redis_client, unique)
+    processes = [_spawn("worker", env), _spawn("apply", env)]
+    try:
+        _wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
+        _sigkill_and_restart(KafkaService(), down_for=3.0)
+        # The worker must fetch again from the restarted broker, and commit there.
+        more, final = run_produce(
+            pipeline, unique, "open", PARTITIONS, 80, seed=14, expected=second,
+            schema=f"{unique}_b", start_ts=final,
+        )  # fmt: skip
+        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload", 180)
+        _wait_for(lambda: _committed(pipeline, staging) == sent + more, "offsets committed")
+        assert all(p.poll() is None for p in processes), "a process died with the broker"
+        for expected in (first, second):
+            ok, report = verify(pipeline, expected)
+            assert ok, "\n".join(report)
+    finally:
+        for process in processes:
+            _stop(process)
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
