@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from config.errors import ConfigError, DecodeError
-from config.settings import DEFAULT_WEB_PORT, OnError, Settings
+from config.settings import DEFAULT_WEB_PORT, OnError, Protocol, Settings
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
 from streams.metrics import (
@@ -115,6 +117,10 @@ class MessageStager:
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
+        if any(change.commit_ts == 0 for change in (*rows, *ddls)):
+            # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
+            self._without_commit_ts(record, pipe)
+            return
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         pipeline = self.staging.pipeline
@@ -126,6 +132,17 @@ class MessageStager:
                 tso_seconds(max(marks))
             )
         self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
+
+    def _without_commit_ts(self, record: Record, pipe: Any) -> None:
+        error = DecodeError(
+            self.codec.protocol,
+            "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
+            "(Canal-JSON has neither commit ts nor watermarks without it)",
+        )
+        if self.on_error is OnError.HALT:
+            raise error
+        self.dead_letter(record, error, pipe)
+        self.staging.stage(record[0], record[1], [], pipe=pipe)
 
     def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
         tp, offset, key, value = record
@@ -180,11 +197,18 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         topic_allow_declare=False,
         topic_disable_leader=True,
         store="memory://",
+        # Faust wants a data folder even with in-memory tables; keep it out of the working dir.
+        datadir=str(Path(tempfile.gettempdir()) / f"ticdc-sink-faust-{settings.group}"),
         web_enabled=settings.web_port != 0,
         web_port=settings.web_port or DEFAULT_WEB_PORT,
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
     )
+    if settings.protocol is Protocol.CANAL_JSON:
+        log.warning(
+            "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
+            "its commit ts go to the dead letters, and without its watermarks nothing is released"
+        )
     topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
     schemas = RedisSchemaStore(staging.client, staging.key("schemas"))

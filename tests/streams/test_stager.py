@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
 from config.errors import DecodeError
@@ -92,3 +93,21 @@ def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> Non
     assert sample("ticdc_sink_dead_letters_total") == 1
     watermark = sample("ticdc_sink_partition_watermark_seconds", topic="topic", partition="0")
     assert watermark == (TS + 10 >> 18) / 1000
+
+
+def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
+    staging: Staging,
+) -> None:
+    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
+    (with_extension,) = codec_for("canal-json").encode([row])
+    plain = orjson.loads(with_extension.value)
+    del plain["_tidb"]
+    stager = MessageStager(staging, codec_for("canal-json"), OnError.DEADLETTER)
+    stager.stage_batch([(TP, 0, None, orjson.dumps(plain)), (TP, 1, None, with_extension.value)])
+    (letter,) = staging.client.xrange(staging.key("deadletters"))
+    assert b"enable-tidb-extension=true" in letter[1][b"error"]
+    assert letter[1][b"offset"] == b"0"
+    assert list(staging.release(0, TS)) == [row]
+    halting = MessageStager(staging, codec_for("canal-json"), OnError.HALT)
+    with pytest.raises(DecodeError, match="no commit ts"):
+        halting.stage_batch([(TP, 2, None, orjson.dumps(plain))])
