@@ -1,8 +1,9 @@
 """Sustained replication through Kafka, one worker, Redis and the sink into MariaDB.
 
 Two phases on a fresh topic each, plus the raw baseline, in one run:
-1. throughput: a backlog of N transactions is produced first; one worker and one sink replicate it;
-   rows/s = row changes / time until the checkpoint covers the backlog.
+1. throughput: the sink starts (Spark up, leading), a backlog of N transactions is produced, then
+   one worker starts; rows/s = row changes / time from the worker's first staged message until
+   the checkpoint covers the backlog (worker and sink both busy all along).
 2. lag: transactions are produced live (commit ts = now) at half the measured throughput; once the
    sink has caught up with the start-up backlog, the replication lag (now - the applied resolved
    ts) is sampled every 0.2 s for D seconds: p50, p99.
@@ -26,10 +27,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import redis
+
 from config.settings import Settings, load_settings
 from spark_sink.downstream import applied_resolved_ts, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
+from streams.staging import Staging
 from ticdc_sink.produce import partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
 
@@ -80,34 +84,33 @@ def fresh(settings: Settings) -> Settings:
 
 def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[str, float]]:
     run = fresh(settings)
+    staging = Staging(redis.Redis.from_url(run.redis_url), run.group)
+    # The sink first: it leads once Spark has started, then waits for work.
+    sink = spawn(run, "apply")
+    while not staging.client.exists(staging.key("sink-leader")):
+        time.sleep(0.05)
     expected = Path(".ticdc-sink") / f"{run.group}.json"
     _, final = run_produce(
-        run,
-        run.group,
-        "open",
-        PARTITIONS,
-        transactions,
-        seed=5,
-        expected=expected,
+        run, run.group, "open", PARTITIONS, transactions, seed=5, expected=expected,
         schema=run.group,
-    )
+    )  # fmt: skip
     history = list(Scenario(seed=5, transactions=transactions).history())
     changes = sum(len(t.rows) for t in history)
-    processes = [spawn(run, "worker"), spawn(run, "apply")]
+    processes = [spawn(run, "worker"), sink]
     peaks = {"worker": 0.0, "sink": 0.0}
     try:
-        # The clock starts at the first applied batch: process and Spark start-up excluded.
-        while (first := applied_resolved_ts(run)) == 0:
-            time.sleep(0.05)
+        # The clock starts when the worker stages its first message (its group join excluded)
+        # and stops when the checkpoint covers the backlog: both processes work all along.
+        while not staging.staged_offsets(staging.partitions()):
+            time.sleep(0.01)
         started = time.monotonic()
         while applied_resolved_ts(run) < final:
             peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
-            time.sleep(0.1)
+            time.sleep(0.05)
         elapsed = time.monotonic() - started
     finally:
         stop(processes)
-    counted = sum(len(t.rows) for t in history if t.commit_ts > first)
-    return counted / elapsed, changes, peaks
+    return changes / elapsed, changes, peaks
 
 
 def lag(settings: Settings, rate: float, seconds: float) -> list[float]:

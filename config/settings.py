@@ -40,9 +40,9 @@ DEFAULT_MAX_STAGED_ROWS = 2_000_000
 DEFAULT_MAX_STAGED_BYTES = 1 << 30
 # Micro-batch bound for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
-# Batches below this many rows load over the driver's connection: a Spark job's ~0.2 s would
-# dominate them on a local master (0: every batch through Spark, as on a cluster).
-DEFAULT_SPARK_MIN_ROWS = 20_000
+# A batch's table with fewer rows loads over the driver's connection: on a 2-core local master a
+# Spark load's fixed cost is only paid back from ~50k rows (0: every table through Spark).
+DEFAULT_SPARK_MIN_ROWS = 50_000
 # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.

@@ -36,6 +36,12 @@ def quote(identifier: str) -> str:
     return "`" + identifier.replace("`", "``") + "`"
 
 
+def bindable(sql: str) -> str:
+    """SQL text made safe for a statement with bound values: PyMySQL formats the whole text with
+    ``%``, so a ``%`` inside an identifier (a table named ``100%``) must be doubled."""
+    return sql.replace("%", "%%")
+
+
 def table_name(schema: str, table: str) -> str:
     return f"{quote(schema)}.{quote(table)}"
 

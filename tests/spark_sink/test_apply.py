@@ -86,12 +86,13 @@ def _types_columns() -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("through_spark", [False, True], ids=["driver", "spark"])
+@pytest.mark.parametrize("path", ["load-data", "insert", "spark"])
 def test_every_type_round_trips(
-    pipeline: Any, scratch_db: str, through_spark: bool, request: pytest.FixtureRequest
+    pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
 ) -> None:
     settings, _staging, applier = pipeline
-    if through_spark:
+    applier.load_data_local = path == "load-data"
+    if path == "spark":
         spark = request.getfixturevalue("spark")
         through = settings.model_copy(update={"spark_min_rows": 0})
         applier = Applier(through, spark_factory=lambda: spark)
@@ -280,21 +281,30 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
     ]
 
 
-def test_hostile_identifiers_are_quoted(pipeline: Any, mariadb_connect: Any, unique: str) -> None:
+@pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
+def test_hostile_identifiers_are_quoted(
+    pipeline: Any, mariadb_connect: Any, unique: str, load_data: bool
+) -> None:
     settings, _staging, applier = pipeline
+    applier.load_data_local = load_data
     db = f"{unique}; DROP"
     with mariadb_connect() as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
-        cursor.execute(f"CREATE TABLE `{db}`.`a``b` (`id``x` INT PRIMARY KEY)")
-    try:
-        cols = {"id`x": column_type(3, PK)}
-        applier.apply(
-            plan_batch([RowChange(TS + 1, db, "a`b", Op.INSERT, cols, {"id`x": 7}, None)]),
-            TS + 1,
-            0,
-            {},
+        cursor.execute(
+            f"CREATE TABLE `{db}`.`a``b 100%s` (`id``x%d` INT PRIMARY KEY, `v%` VARBINARY(4))"
         )
-        assert query(settings, f"SELECT * FROM `{db}`.`a``b`") == [(7,)]
+    try:
+        cols = {"id`x%d": column_type(3, PK), "v%": column_type(15, NULLABLE | 1)}
+
+        def change(ts: int, op: Op, key: int) -> RowChange:
+            image = {"id`x%d": key, "v%": b"%s\x00"}
+            new, old = (None, image) if op is Op.DELETE else (image, None)
+            return RowChange(ts, db, "a`b 100%s", op, cols, new, old)
+
+        for ts, changes in ((TS + 1, [change(TS + 1, Op.INSERT, k) for k in (7, 8)]),
+                            (TS + 2, [change(TS + 2, Op.DELETE, 7)])):  # fmt: skip
+            applier.apply(plan_batch(changes), ts, 0, {})
+        assert query(settings, f"SELECT * FROM `{db}`.`a``b 100%s`") == [(8, b"%s\x00")]
     finally:
         with mariadb_connect() as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE `{db}`")
