@@ -9,7 +9,7 @@ Two phases on a fresh topic each, plus the raw baseline, in one run:
    ts) is sampled every 0.2 s for D seconds: p50, p99.
 Baseline: raw PyMySQL multi-row upserts of the same final rows. Also the peak RSS of each process.
 
-    python -m benchmarks.bench_e2e [--transactions N] [--seconds D]
+    python -m benchmarks.bench_e2e [--transactions N] [--seconds D] [--repeat R]
 """
 
 from __future__ import annotations
@@ -207,10 +207,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transactions", type=int, default=4_000)
     parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--repeat", type=int, default=3, help="best of R throughput runs")
     args = parser.parse_args()
     settings = load_settings()
-    rate, changes, peaks = throughput(settings, args.transactions)
-    baseline = raw_rate(settings, 20_000)
+    # Best of R for both sides: neighbours on a shared machine only ever slow a run down.
+    runs = [throughput(settings, args.transactions) for _ in range(args.repeat)]
+    rate, changes, peaks = max(runs, key=lambda run: run[0])
+    baseline = max(raw_rate(settings, 20_000) for _ in range(args.repeat))
     samples = sorted(lag(settings, rate / 2, args.seconds))
     p50 = statistics.median(samples) if samples else float("nan")
     p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
@@ -222,7 +225,7 @@ def main() -> None:
     print(f"{'lag p50 at half that load, s':46} {p50:12.2f}")
     print(f"{'lag p99 at half that load, s (target < 5)':46} {p99:12.2f}")
     print(f"{'peak RSS worker / sink, MiB':46} {peaks['worker']:5.0f} / {peaks['sink']:5.0f}")
-    print(f"{changes} row changes in the throughput phase")
+    print(f"{changes} row changes in the throughput phase, best of {args.repeat} runs")
 
 
 if __name__ == "__main__":

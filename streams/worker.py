@@ -66,6 +66,7 @@ class MessageStager:
         self.on_error = on_error
         self.dead_letters = 0
         self._schemas_changed = False
+        self._last_staged: dict[TopicPartition, int] = {}
 
     def stage_batch(self, records: Sequence[Record]) -> None:
         """Stage consecutive messages in one Redis round trip.
@@ -75,15 +76,38 @@ class MessageStager:
         """
         # Replays (a rebalance, a restart after a crash) are skipped before any decoding; the
         # staging script checks again, atomically, so a race between workers is still safe.
-        staged = self.staging.staged_offsets({record[0] for record in records})
+        staged = self._staged_offsets(records)
         fresh = [r for r in records if staged.get(r[0], -1) < r[1]]
         pipe = self.staging.client.pipeline(transaction=False)
         self._schemas_changed = False
         for record in fresh:
             self._stage(record, pipe)
         pipe.execute()
+        for tp, offset, _, _ in fresh:
+            self._last_staged[tp] = offset
         if self._schemas_changed and self.staging.client.llen(self.staging.key("held")):
             self.retry_held()
+
+    def _staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
+        """The last staged offset of each partition in ``records``. Redis is asked only for a
+        partition whose records do not follow straight on from what this stager staged last
+        (the first batch, a seek, a rebalance): a consumer reads a partition's offsets in order."""
+        expected: dict[TopicPartition, int] = {}
+        unsure = set()
+        for tp, offset, _, _ in records:
+            # -1 for a partition never staged here: no offset follows it.
+            if offset != expected.get(tp, self._last_staged.get(tp, -2) + 1):
+                unsure.add(tp)
+            expected[tp] = offset + 1
+        staged = self.staging.staged_offsets(unsure) if unsure else {}
+        return {
+            tp: staged.get(tp, -1) if tp in unsure else self._last_staged[tp] for tp in expected
+        }
+
+    def forget_offsets(self) -> None:
+        """Forget what this stager staged last (its partitions were revoked: another worker
+        may stage them before they come back)."""
+        self._last_staged.clear()
 
     def retry_held(self) -> int:
         """Stage the held messages whose schema has arrived; returns how many were staged."""
@@ -213,6 +237,10 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     staging = (staging_factory or (lambda: _staging(settings)))()
     schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
     stager = MessageStager(staging, codec_for(settings.protocol, schemas), settings.on_error)
+
+    @app.on_partitions_revoked.connect
+    async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:
+        stager.forget_offsets()
 
     @app.task
     async def partition_counts() -> None:

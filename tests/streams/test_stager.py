@@ -111,3 +111,20 @@ def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
     halting = MessageStager(staging, codec_for("canal-json"), OnError.HALT)
     with pytest.raises(DecodeError, match="no commit ts"):
         halting.stage_batch([(TP, 2, None, orjson.dumps(plain))])
+
+
+def test_a_partition_that_went_elsewhere_and_back_is_checked_again(staging: Staging) -> None:
+    messages = [codec_for("open").encode([Resolved(TS + i)])[0] for i in range(6)]
+    records = [(TP, i, m.key, m.value) for i, m in enumerate(messages)]
+    bad = (TP, 4, b"\x00" * 8, b"junk")
+    first = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
+    first.stage_batch(records[:3])
+    # Another worker stages offsets 3-5 (one of them bad) while it owns the partition ...
+    MessageStager(staging, codec_for("open"), OnError.DEADLETTER).stage_batch(
+        [records[3], bad, records[5]]
+    )
+    # ... then the first gets it back, resuming from an offset the other never committed.
+    first.forget_offsets()
+    first.stage_batch([records[3], bad, records[5]])
+    assert len(staging.client.xrange(staging.key("deadletters"))) == 1
+    assert staging.staged_offset(TP) == 5
