@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,41 @@ def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     process.wait(timeout=60)
 
 
+@contextlib.contextmanager
+def _pipeline_running(env: dict[str, str]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """One worker and one sink for the duration of the block, stopped (SIGTERM) after it."""
+    processes = [_spawn("worker", env), _spawn("apply", env)]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            _stop(process)
+
+
+def _assert_replicated(settings: Settings, *expected: Path) -> None:
+    for state in expected:
+        ok, report = verify(settings, state)
+        assert ok, "\n".join(report)
+
+
+@pytest.fixture
+def second_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+    """The upstream database of a second workload on the same topic."""
+    yield f"{unique}_b"
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
+
+
+def _second_workload(
+    settings: Settings, schema: str, seed: int, after: int, expected: Path
+) -> tuple[int, int]:
+    """A workload produced after commit ts ``after``, in a database of its own."""
+    return run_produce(
+        settings, settings.topics[0], "open", PARTITIONS, 80, seed=seed, expected=expected,
+        schema=schema, start_ts=after,
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_replicate_with_killed_workers(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path
@@ -105,8 +141,7 @@ def test_replicate_with_killed_workers(
         checkpoints.append(checkpoint)
     finally:
         _stop(worker)
-    ok, report = verify(pipeline, expected)
-    assert ok, "\n".join(report)
+    _assert_replicated(pipeline, expected)
     assert checkpoints == sorted(checkpoints), "the checkpoint went backwards"
 
 
@@ -149,8 +184,7 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
         _stop(sink)
     finally:
         _stop(worker)
-    ok, report = verify(pipeline, expected)
-    assert ok, "\n".join(report)
+    _assert_replicated(pipeline, expected)
     assert seen == sorted(seen)
 
 
@@ -161,9 +195,7 @@ def test_dropped_redis_connections_lose_nothing(
     _, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 300, seed=4, expected=expected, schema=unique
     )
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="300")
-    processes = [_spawn("worker", env), _spawn("apply", env)]
-    try:
+    with _pipeline_running(_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="300")) as processes:
         deadline = time.monotonic() + 120
         drops = 0
         while applied_resolved_ts(pipeline) < final:
@@ -174,11 +206,7 @@ def test_dropped_redis_connections_lose_nothing(
                 drops += 1
             time.sleep(0.5)
         assert all(p.poll() is None for p in processes), "a process died on a Redis blip"
-    finally:
-        for process in processes:
-            _stop(process)
-    ok, report = verify(pipeline, expected)
-    assert ok, "\n".join(report)
+    _assert_replicated(pipeline, expected)
 
 
 def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
@@ -207,23 +235,17 @@ def test_a_sigkilled_redis_restarts_from_its_append_only_file(
     _, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 300, seed=11, expected=expected, schema=unique
     )
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")
-    processes = [_spawn("worker", env), _spawn("apply", env)]
-    try:
+    with _pipeline_running(_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")) as processes:
         _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
         assert applied_resolved_ts(pipeline) < final, "applied everything before Redis died"
         _sigkill_and_restart(RedisService(), down_for=2.0)
         _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the final checkpoint")
         assert all(p.poll() is None for p in processes), "a process died with Redis"
-    finally:
-        for process in processes:
-            _stop(process)
-    ok, report = verify(pipeline, expected)
-    assert ok, "\n".join(report)
+    _assert_replicated(pipeline, expected)
 
 
 def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
-    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, mariadb_connect: Any
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, second_schema: str
 ) -> None:
     first, second = tmp_path / "first.json", tmp_path / "second.json"
     sent, final = run_produce(
@@ -237,10 +259,7 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
         _stop(sink)
         # A second workload (a database of its own, CREATE DDL included) that the worker stages
         # and commits in Kafka, and the stopped sink never applies ...
-        more, final = run_produce(
-            pipeline, unique, "open", PARTITIONS, 80, seed=6, expected=second,
-            schema=f"{unique}_b", start_ts=final,
-        )  # fmt: skip
+        more, final = _second_workload(pipeline, second_schema, 6, final, second)
         _wait_for(lambda: _messages_staged(staging) == sent + more, "the second workload staged")
         time.sleep(3)  # Faust commits staged offsets every second
         # ... then Redis loses everything: those changes now exist only in Kafka.
@@ -255,14 +274,10 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
         assert "replay from offset" in recovered.stdout
         worker, sink = _spawn("worker", env), _spawn("apply", env)
         _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the replayed workload")
-        for expected in (first, second):
-            ok, report = verify(pipeline, expected)
-            assert ok, "\n".join(report)
     finally:
         _stop(sink)
         _stop(worker)
-        with mariadb_connect() as conn, conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
+    _assert_replicated(pipeline, first, second)
 
 
 def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -284,9 +299,8 @@ def test_cut_downstream_connections_lose_nothing(
     )
     # Every batch through Spark too, so its JDBC connections are cut as well as the driver's.
     env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
-    processes = [_spawn("worker", env), _spawn("apply", env)]
     cuts = 0
-    try:
+    with _pipeline_running(env) as processes:
         _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
         with mariadb_connect() as admin, admin.cursor() as cursor:
             while applied_resolved_ts(pipeline) < final:
@@ -302,15 +316,11 @@ def test_cut_downstream_connections_lose_nothing(
                 cuts += 1
                 time.sleep(0.7)
         assert all(p.poll() is None for p in processes), "a process died on a cut connection"
-    finally:
-        for process in processes:
-            _stop(process)
-    ok, report = verify(pipeline, expected)
-    assert ok, "\n".join(report)
+    _assert_replicated(pipeline, expected)
 
 
 def test_a_restarted_kafka_broker_loses_nothing(
-    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, mariadb_connect: Any
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, second_schema: str
 ) -> None:
     from ticdc_sink.services.kafka import KafkaService
 
@@ -318,25 +328,13 @@ def test_a_restarted_kafka_broker_loses_nothing(
     sent, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 80, seed=13, expected=first, schema=unique
     )
-    env = _env(pipeline, "open")
     staging = Staging(redis_client, unique)
-    processes = [_spawn("worker", env), _spawn("apply", env)]
-    try:
+    with _pipeline_running(_env(pipeline, "open")) as processes:
         _wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
         _sigkill_and_restart(KafkaService(), down_for=3.0)
         # The worker must fetch again from the restarted broker, and commit there.
-        more, final = run_produce(
-            pipeline, unique, "open", PARTITIONS, 80, seed=14, expected=second,
-            schema=f"{unique}_b", start_ts=final,
-        )  # fmt: skip
+        more, final = _second_workload(pipeline, second_schema, 14, final, second)
         _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload", 180)
         _wait_for(lambda: _committed(pipeline, staging) == sent + more, "offsets committed")
         assert all(p.poll() is None for p in processes), "a process died with the broker"
-        for expected in (first, second):
-            ok, report = verify(pipeline, expected)
-            assert ok, "\n".join(report)
-    finally:
-        for process in processes:
-            _stop(process)
-        with mariadb_connect() as conn, conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
+    _assert_replicated(pipeline, first, second)
