@@ -91,6 +91,12 @@ STRING_TYPES = frozenset(
 NULL_TYPES = frozenset({MySQLType.NULL, MySQLType.GEOMETRY})
 
 
+# Plain ints: an IntFlag's ``&`` is a Python-level call, and these are tested per value.
+_BINARY = int(ColumnFlag.BINARY)
+_UNSIGNED = int(ColumnFlag.UNSIGNED)
+_KEY = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
+
+
 @dataclass(frozen=True, slots=True)
 class ColumnType:
     """A column's MySQL type code and TiCDC flags (shared between rows: see :func:`column_type`)."""
@@ -100,15 +106,15 @@ class ColumnType:
 
     @property
     def is_binary(self) -> bool:
-        return bool(self.flags & ColumnFlag.BINARY)
+        return bool(self.flags & _BINARY)
 
     @property
     def is_unsigned(self) -> bool:
-        return bool(self.flags & ColumnFlag.UNSIGNED)
+        return bool(self.flags & _UNSIGNED)
 
     @property
     def is_key(self) -> bool:
-        return bool(self.flags & (ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY))
+        return bool(self.flags & _KEY)
 
 
 @cache

@@ -13,7 +13,7 @@ the size of the size tables as a uvarint written most significant group first.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
@@ -73,6 +73,10 @@ class _Reader:
 
     def uvarint(self) -> int:
         data, pos, end = self.data, self.pos, self.end
+        if pos < end and data[pos] < 0x80:
+            # Most varints (lengths, term ids, small numbers) are one byte.
+            self.pos = pos + 1
+            return data[pos]
         result = shift = 0
         for count in range(MAX_VARINT_BYTES):
             if pos >= end:
@@ -115,13 +119,27 @@ class _Reader:
         return chunk
 
     def uvarint_chunk(self, size: int) -> list[int]:
-        return [self.uvarint() for _ in range(size)]
+        # Inlined one-byte fast path: chunks hold most of a message's varints.
+        data, pos, end = self.data, self.pos, self.end
+        values = []
+        for _ in range(size):
+            if pos < end and data[pos] < 0x80:
+                values.append(data[pos])
+                pos += 1
+            else:
+                self.pos = pos
+                values.append(self.uvarint())
+                pos = self.pos
+        self.pos = pos
+        return values
+
+    def varint_chunk(self, size: int) -> list[int]:
+        return [(raw >> 1) ^ -(raw & 1) for raw in self.uvarint_chunk(size)]
 
     def delta_uvarint_chunk(self, size: int) -> list[int]:
         values = []
         last = 0
-        for index in range(size):
-            delta = self.uvarint()
+        for index, delta in enumerate(self.uvarint_chunk(size)):
             last = delta if index == 0 else (last + delta) & _MASK64
             values.append(last)
         return values
@@ -129,15 +147,26 @@ class _Reader:
     def delta_varint_chunk(self, size: int) -> list[int]:
         values = []
         last = 0
-        for index in range(size):
-            delta = self.varint()
+        for index, delta in enumerate(self.varint_chunk(size)):
             last = delta if index == 0 else _wrap64(last + delta)
             values.append(last)
         return values
 
     def nullable_bytes_chunk(self, size: int) -> list[bytes | None]:
-        lengths = [self.length("value", nullable=True) for _ in range(size)]
-        return [None if n == -1 else self.take(n) for n in lengths]
+        lengths = self.varint_chunk(size)
+        data, pos, end = self.data, self.pos, self.end
+        values: list[bytes | None] = []
+        for length in lengths:
+            if length == -1:
+                values.append(None)
+                continue
+            if length < 0 or length > end - pos:
+                self.pos = pos
+                raise self.fail(f"value length {length} runs past the end ({end - pos} left)")
+            values.append(data[pos : pos + length])
+            pos += length
+        self.pos = pos
+        return values
 
     def string_chunk(self, size: int) -> list[str]:
         lengths = [self.length("term") for _ in range(size)]
@@ -233,29 +262,70 @@ class _Message:
 def _decode_value(kind: ColumnType, raw: bytes | None, name: str, event: int) -> Value:
     if raw is None:
         return None
-    mysql_type = kind.mysql_type
+    code = kind.mysql_type << 16 | kind.flags
+    convert = _VALUE_DECODERS.get(code) or _value_decoder(kind, code)
     try:
-        if mysql_type in INTEGER_TYPES:
-            reader = _Reader(raw, 0, len(raw))
-            return reader.uvarint() if kind.is_unsigned else reader.varint()
-        if mysql_type == MySQLType.YEAR:
-            return _Reader(raw, 0, len(raw)).varint()
-        if mysql_type in (MySQLType.BIT, MySQLType.ENUM, MySQLType.SET):
-            return _Reader(raw, 0, len(raw)).uvarint()
-        if mysql_type in FLOAT_TYPES:
-            return float(_FLOAT64.unpack(raw)[0])
-        if mysql_type in STRING_TYPES:
-            return raw.decode("utf-8")
-        if mysql_type in NULL_TYPES:
-            return None
-        if mysql_type in BLOB_TYPES or mysql_type in CHAR_TYPES:
-            return raw if kind.is_binary else text_or_bytes(raw)
+        return convert(raw)
     except (DecodeError, struct.error, UnicodeDecodeError) as exc:
         reason = exc.reason if isinstance(exc, DecodeError) else str(exc)
         raise DecodeError(
             PROTOCOL, f"bad value: {reason}", event_index=event, where=f"column {name}"
         ) from None
+
+
+def _raw_uvarint(raw: bytes) -> int:
+    if len(raw) == 1 and raw[0] < 0x80:
+        return raw[0]
+    return _Reader(raw, 0, len(raw)).uvarint()
+
+
+def _raw_varint(raw: bytes) -> int:
+    value = _raw_uvarint(raw)
+    return (value >> 1) ^ -(value & 1)
+
+
+def _raw_float(raw: bytes) -> float:
+    return float(_FLOAT64.unpack(raw)[0])
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")
+
+
+def _null(raw: bytes) -> None:
+    return None
+
+
+def _same(raw: bytes) -> bytes:
     return raw
+
+
+# type << 16 | flags -> the function turning a raw value into the model's value (an int key: the
+# frozen dataclass's hash is a Python-level call).
+_VALUE_DECODERS: dict[int, Callable[[bytes], Value]] = {}
+
+
+def _value_decoder(kind: ColumnType, code: int) -> Callable[[bytes], Value]:
+    mysql_type = kind.mysql_type
+    convert: Callable[[bytes], Value]
+    if mysql_type in INTEGER_TYPES:
+        convert = _raw_uvarint if kind.is_unsigned else _raw_varint
+    elif mysql_type == MySQLType.YEAR:
+        convert = _raw_varint
+    elif mysql_type in (MySQLType.BIT, MySQLType.ENUM, MySQLType.SET):
+        convert = _raw_uvarint
+    elif mysql_type in FLOAT_TYPES:
+        convert = _raw_float
+    elif mysql_type in STRING_TYPES:
+        convert = _utf8
+    elif mysql_type in NULL_TYPES:
+        convert = _null
+    elif (mysql_type in BLOB_TYPES or mysql_type in CHAR_TYPES) and not kind.is_binary:
+        convert = text_or_bytes
+    else:
+        convert = _same
+    _VALUE_DECODERS[code] = convert
+    return convert
 
 
 def _encode_value(kind: ColumnType, value: Value, name: str) -> bytes | None:
