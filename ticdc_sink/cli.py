@@ -56,14 +56,16 @@ def _status(args: argparse.Namespace) -> int:
     import orjson
     import redis
 
+    from spark_sink.downstream import applied_resolved_ts
     from streams.staging import Staging
     from streams.status import kafka_offsets, render, snapshot
 
     settings = settings_from(args)
     staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
     committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
-    # The sink's checkpoint is read from the downstream once the sink exists; None until then.
-    document = snapshot(staging, committed, ends, checkpoint_ts=None)
+    # None until the sink has recorded a checkpoint downstream.
+    checkpoint = applied_resolved_ts(settings) or None
+    document = snapshot(staging, committed, ends, checkpoint_ts=checkpoint)
     print(orjson.dumps(document).decode() if args.json else render(document))
     if not document["partitions"] and not args.json:
         print("no partitions known yet: a worker records them from Kafka's metadata at start")

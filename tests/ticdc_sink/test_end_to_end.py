@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from config.settings import Settings
@@ -235,13 +236,17 @@ def test_a_sigkilled_redis_restarts_from_its_append_only_file(
     _, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 300, seed=11, expected=expected, schema=unique
     )
-    with _pipeline_running(_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")) as processes:
+    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")
+    with _pipeline_running(env) as processes:
         _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
         assert applied_resolved_ts(pipeline) < final, "applied everything before Redis died"
         _sigkill_and_restart(RedisService(), down_for=2.0)
         _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the final checkpoint")
         assert all(p.poll() is None for p in processes), "a process died with Redis"
     _assert_replicated(pipeline, expected)
+    status = orjson.loads(_run("status", "--json", env=env).stdout)
+    assert status["checkpoint_ts"] == applied_resolved_ts(pipeline) >= final
+    assert status["global_resolved_ts"] >= final
 
 
 def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
