@@ -122,6 +122,14 @@ class Sink:
         self.applier.forget_layouts()
 
 
+def _acquire(lock: LeaderLock) -> bool:
+    try:
+        return lock.acquire()
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        log.warning("Redis unavailable (%s) while taking the lead; retrying", error)
+        return False
+
+
 def run_sink(settings: Settings, once: bool = False) -> int:
     """Lead the pipeline (or wait as standby until it can) and apply until stopped."""
     from spark_sink.routing import Router
@@ -133,7 +141,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     applier.spark()
-    while not lock.acquire():
+    while not _acquire(lock):
         log.info("another sink leads pipeline %s; standing by", settings.group)
         time.sleep(lock.lease_ms / 3000)
     lost = lock.keep_alive()

@@ -31,7 +31,9 @@ class LeaderLock:
 
     def acquire(self) -> bool:
         """Take the lease if nobody holds it; True when this instance leads now."""
-        if not self.client.set(self.key, self.token, nx=True, px=self.lease_ms):
+        taken = self.client.set(self.key, self.token, nx=True, px=self.lease_ms)
+        # A retried SET (its first reply lost with a cut connection) finds our own lease.
+        if not taken and self.client.get(self.key) != self.token.encode():
             return False
         self.epoch = int(self.client.incr(self.key + ":epoch"))
         return True

@@ -8,13 +8,15 @@ staged. ``at_least_once`` and the staging script's offset check make re-delivery
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import redis
+from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError, DecodeError
 from config.settings import DEFAULT_WEB_PORT, OnError, Protocol, Settings
@@ -244,19 +246,30 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
 
     @app.task
     async def partition_counts() -> None:
-        await _record_partition_counts(settings, staging)
+        # Until it is recorded the global resolved ts stays unknown: never give up on it.
+        delay = REDIS_RETRY_FIRST_S
+        while not app.should_stop:
+            try:
+                await _record_partition_counts(settings, staging)
+                return
+            except (redis.RedisError, KafkaError) as error:
+                log.warning("recording partition counts failed (%s); again in %.1f s", error, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, REDIS_RETRY_MAX_S)
 
     @app.timer(interval=METRICS_INTERVAL_S)
     async def global_resolved() -> None:
-        resolved = staging.global_resolved_ts()
-        if resolved is not None:
-            GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
+        with _skip_tick_without_redis("publishing the global resolved ts"):
+            resolved = staging.global_resolved_ts()
+            if resolved is not None:
+                GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
 
     @app.timer(interval=HELD_RETRY_S)
     async def retry_held() -> None:
         # Another worker may have learned the schema a held message waits for.
-        if staging.client.llen(staging.key("held")):
-            stager.retry_held()
+        with _skip_tick_without_redis("retrying held messages"):
+            if staging.client.llen(staging.key("held")):
+                stager.retry_held()
 
     @app.page("/status/")
     async def status_page(web: Any, request: Any) -> Any:
@@ -280,6 +293,15 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             await _wait_for_room(app, settings, staging)
 
     return app
+
+
+@contextlib.contextmanager
+def _skip_tick_without_redis(what: str) -> Iterator[None]:
+    """A timer's tick skipped while Redis is unreachable (the next tick tries again)."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as error:
+        log.warning("%s skipped: Redis unavailable (%s)", what, error)
 
 
 async def _stage_until_done(app: Any, stager: MessageStager, records: list[Record]) -> None:

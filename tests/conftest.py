@@ -130,3 +130,22 @@ def staging(redis_client: redis.Redis, unique: str) -> Iterator[Any]:
     yield area
     for key in redis_client.scan_iter(f"{area.prefix}*"):
         redis_client.delete(key)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    # Keep each phase's report on the test, so fixtures can tell a failed test at teardown.
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def call_failed(request: pytest.FixtureRequest) -> Callable[[], bool]:
+    """Asked at teardown: whether the test failed, so that diagnostics print only then."""
+
+    def failed() -> bool:
+        report = getattr(request.node, "report_call", None)
+        return bool(report is not None and report.failed)
+
+    return failed

@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,11 +33,21 @@ PARTITIONS = 3
 
 
 @pytest.fixture
-def pipeline(settings: Settings, unique: str, redis_client: Any, mariadb_connect: Any) -> Any:
+def pipeline(
+    settings: Settings,
+    unique: str,
+    redis_client: Any,
+    mariadb_connect: Any,
+    call_failed: Any,
+) -> Any:
     configured = settings.model_copy(
         update={"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
     )
     yield configured
+    if call_failed():
+        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
+    for path in PROCESS_LOGS.glob(f"{unique}-*.log"):
+        path.unlink()
     for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
         redis_client.delete(key)
     with mariadb_connect() as conn, conn.cursor() as cursor:
@@ -58,14 +69,30 @@ def _env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
     }
 
 
+# Each spawned process's output, kept so that a failing test can show what its processes said.
+PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+
+
 def _spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sink", command],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    PROCESS_LOGS.mkdir(exist_ok=True)
+    name = f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
+    with (PROCESS_LOGS / name).open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ticdc_sink", command],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def process_logs(group: str, lines: int = 40) -> str:
+    """The last lines of every process a test of pipeline ``group`` spawned."""
+    parts = []
+    for path in sorted(PROCESS_LOGS.glob(f"{group}-*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(parts)
 
 
 def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
