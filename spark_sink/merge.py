@@ -23,7 +23,7 @@ from typing import Any
 import pymysql
 from pymysql.converters import escape_string
 
-from config.errors import TransientApplyError
+from config.errors import ApplyError, TransientApplyError
 from config.settings import Settings
 from spark_sink.downstream import (
     CheckpointTable,
@@ -337,11 +337,21 @@ class Applier:
             csv.write_csv(table, file.name, options)
             assign = f" SET {', '.join(assignments)}" if assignments else ""
             # No bound parameters: a '%' in an identifier stays as it is.
-            cursor.execute(
+            loaded = cursor.execute(
                 f"LOAD DATA LOCAL INFILE '{escape_string(file.name)}' INTO TABLE {item.stage} "
                 "CHARACTER SET utf8mb4 "
                 "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' "
                 f"LINES TERMINATED BY '\\n' ({', '.join(targets)}){assign}"
+            )
+        # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
+        # warnings and store a clipped value: refuse the batch as an INSERT would.
+        cursor.execute("SHOW WARNINGS")
+        problems = [w for w in cursor.fetchall() if w[0] != "Note"]
+        if problems or loaded != len(item.images):
+            shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
+            raise ApplyError(
+                f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
+                f"rows): {shown or 'rows missing'}"
             )
 
     def _load_with_spark(self, item: _Staged) -> None:

@@ -40,6 +40,8 @@ class Rewind:
 
 def run_recover(settings: Settings) -> int:
     """Rewind the workers' consumer group to the checkpoint's replay offsets and reset staging."""
+    if not settings.topics:
+        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics the workers consume")
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         CheckpointTable(settings.meta_db, settings.group).create(cursor)
         checkpoint = CheckpointTable(settings.meta_db, settings.group).read(cursor)

@@ -352,3 +352,19 @@ def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -
     assert not other.acquire()
     lock.release()
     assert other.acquire()
+
+
+@pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
+def test_a_value_the_column_cannot_hold_fails_the_batch(
+    pipeline: Any, scratch_db: str, load_data: bool
+) -> None:
+    settings, _staging, applier = pipeline
+    applier.load_data_local = load_data
+    query(settings, f"CREATE TABLE `{scratch_db}`.`short` (id INT PRIMARY KEY, v VARCHAR(3))")
+    cols = {"id": column_type(3, PK), "v": column_type(15, NULLABLE)}
+    image = {"id": 1, "v": "toolong"}
+    rows = [RowChange(TS + 1, scratch_db, "short", Op.INSERT, cols, image, None)]
+    # Never clipped into the table: LOAD DATA LOCAL would only warn, so the sink checks.
+    with pytest.raises(Exception, match=r"(?i)too long|truncated"):
+        applier.apply(plan_batch(rows), TS + 1, 0, {})
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`short`") == [(0,)]
