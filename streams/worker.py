@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +52,13 @@ STAGE_WITHIN_S = 0.05
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
 METRICS_INTERVAL_S = 5.0
-# Backoff while Redis is unreachable (a restart, a dropped connection).
+# Backoff while Redis or Kafka is unreachable (a restart, a dropped connection).
 REDIS_RETRY_FIRST_S = 0.2
 REDIS_RETRY_MAX_S = 5.0
+NO_COMMIT_TS = (
+    "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
+    "(Canal-JSON has neither commit ts nor watermarks without it)"
+)
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
 
@@ -134,18 +138,14 @@ class MessageStager:
             self.staging.stage(tp, offset, [], pipe=pipe)
             return
         except DecodeError as error:
-            if self.on_error is OnError.HALT:
-                raise
-            self.dead_letter(record, error, pipe)
-            # The offset still counts as staged, so a replay does not dead-letter it twice.
-            self.staging.stage(tp, offset, [], pipe=pipe)
+            self._quarantine(record, error, pipe)
             return
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
         if any(change.commit_ts == 0 for change in (*rows, *ddls)):
             # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
-            self._without_commit_ts(record, pipe)
+            self._quarantine(record, DecodeError(self.codec.protocol, NO_COMMIT_TS), pipe)
             return
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
@@ -159,15 +159,12 @@ class MessageStager:
             )
         self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
 
-    def _without_commit_ts(self, record: Record, pipe: Any) -> None:
-        error = DecodeError(
-            self.codec.protocol,
-            "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
-            "(Canal-JSON has neither commit ts nor watermarks without it)",
-        )
+    def _quarantine(self, record: Record, error: DecodeError, pipe: Any) -> None:
+        """A message that cannot be staged: halt, or dead-letter it and go on."""
         if self.on_error is OnError.HALT:
             raise error
         self.dead_letter(record, error, pipe)
+        # The offset still counts as staged, so a replay does not dead-letter it twice.
         self.staging.stage(record[0], record[1], [], pipe=pipe)
 
     def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
@@ -247,15 +244,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     @app.task
     async def partition_counts() -> None:
         # Until it is recorded the global resolved ts stays unknown: never give up on it.
-        delay = REDIS_RETRY_FIRST_S
-        while not app.should_stop:
-            try:
-                await _record_partition_counts(settings, staging)
-                return
-            except (redis.RedisError, KafkaError) as error:
-                log.warning("recording partition counts failed (%s); again in %.1f s", error, delay)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, REDIS_RETRY_MAX_S)
+        await _until_done(
+            app,
+            lambda: _record_partition_counts(settings, staging),
+            (redis.RedisError, KafkaError),
+            "recording partition counts",
+        )
 
     @app.timer(interval=METRICS_INTERVAL_S)
     async def global_resolved() -> None:
@@ -307,15 +301,30 @@ def _skip_tick_without_redis(what: str) -> Iterator[None]:
 async def _stage_until_done(app: Any, stager: MessageStager, records: list[Record]) -> None:
     """Stage a batch, riding out Redis restarts and dropped connections: the batch is not
     acknowledged until it is staged, and staging it again is harmless."""
+
+    async def stage() -> None:
+        stager.stage_batch(records)
+
+    await _until_done(app, stage, (redis.ConnectionError, redis.TimeoutError), "staging")
+
+
+async def _until_done(
+    app: Any,
+    action: Callable[[], Awaitable[None]],
+    transient: tuple[type[Exception], ...],
+    what: str,
+) -> None:
+    """Run ``action`` until it succeeds, backing off while it fails with ``transient`` errors
+    (re-raised once the worker is stopping)."""
     delay = REDIS_RETRY_FIRST_S
     while True:
         try:
-            stager.stage_batch(records)
+            await action()
             return
-        except (redis.ConnectionError, redis.TimeoutError) as error:
+        except transient as error:
             if app.should_stop:
                 raise
-            log.warning("Redis unavailable (%s); staging again in %.1f s", error, delay)
+            log.warning("%s failed (%s); again in %.1f s", what, error, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, REDIS_RETRY_MAX_S)
 

@@ -255,22 +255,34 @@ def _sigkill_and_restart(service: Any, down_for: float) -> None:
 
 
 def test_a_sigkilled_redis_restarts_from_its_append_only_file(
-    pipeline: Settings, unique: str, tmp_path: Path
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, second_schema: str
 ) -> None:
     from ticdc_sink.services.redis import RedisService
 
-    expected = tmp_path / "expected.json"
-    _, final = run_produce(
-        pipeline, unique, "open", PARTITIONS, 300, seed=11, expected=expected, schema=unique
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    sent, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 150, seed=11, expected=first, schema=unique
     )
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200")
-    with _pipeline_running(env) as processes:
-        _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
-        assert applied_resolved_ts(pipeline) < final, "applied everything before Redis died"
+    env = _env(pipeline, "open")
+    staging = Staging(redis_client, unique)
+    worker = _spawn("worker", env)
+    try:
+        # Everything staged and committed in Kafka, nothing applied: only Redis holds it now.
+        _wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
+        time.sleep(2)  # Faust commits staged offsets every second
         _sigkill_and_restart(RedisService(), down_for=2.0)
-        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the final checkpoint")
-        assert all(p.poll() is None for p in processes), "a process died with Redis"
-    _assert_replicated(pipeline, expected)
+        sink = _spawn("apply", env)
+        try:
+            _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the staged workload")
+            # And both processes go on with new work after the restart.
+            _, final = _second_workload(pipeline, second_schema, 12, final, second)
+            _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload")
+            assert worker.poll() is None and sink.poll() is None, "a process died with Redis"
+        finally:
+            _stop(sink)
+    finally:
+        _stop(worker)
+    _assert_replicated(pipeline, first, second)
     status = orjson.loads(_run("status", "--json", env=env).stdout)
     assert status["checkpoint_ts"] == applied_resolved_ts(pipeline) >= final
     assert status["global_resolved_ts"] >= final
