@@ -17,6 +17,7 @@ import pytest
 import redis
 
 from config.settings import Settings, load_settings
+from spark_sink.downstream import connect as downstream_connect
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -67,19 +68,10 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
 
 @pytest.fixture(scope="session")
 def mariadb_connect(settings: Settings) -> Callable[..., pymysql.connections.Connection]:
-    """A factory of PyMySQL connections to the downstream, in UTC."""
-    downstream = settings.downstream
+    """A factory of PyMySQL connections to the downstream, in UTC, autocommit on."""
 
     def connect(**kwargs: Any) -> pymysql.connections.Connection:
-        return pymysql.connect(
-            host=downstream.host,
-            port=downstream.port,
-            user=downstream.user,
-            password=downstream.password.get_secret_value(),
-            init_command="SET time_zone='+00:00'",
-            autocommit=True,
-            **kwargs,
-        )
+        return downstream_connect(settings, autocommit=True, **kwargs)
 
     try:
         connect().close()

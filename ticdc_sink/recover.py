@@ -43,8 +43,9 @@ def run_recover(settings: Settings) -> int:
     if not settings.topics:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics the workers consume")
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        CheckpointTable(settings.meta_db, settings.group).create(cursor)
-        checkpoint = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+        table = CheckpointTable(settings.meta_db, settings.group)
+        table.create(cursor)
+        checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_rewind_group(settings, offsets))
     client = redis.Redis.from_url(settings.redis_url)
