@@ -37,7 +37,7 @@ from spark_sink.downstream import (
 )
 from spark_sink.plan import TablePlan
 from spark_sink.routing import Router
-from spark_sink.session import jdbc_options
+from spark_sink.session import jdbc_options, spark_frame
 from streams.model import Value
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -45,8 +45,8 @@ log = logging.getLogger("ticdc_sink.sink")
 DELETE_FLAG = "_tcs_delete"
 # Columns of a key-less table's staging index (a selective prefix of its columns).
 PROBE_PARTS = 8
-# Rows per JDBC batch statement when Spark loads a staging table.
-JDBC_BATCH_SIZE = 20_000
+# Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
+JDBC_BATCH_SIZE = 5_000
 # Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
 LOST_CONNECTION_MARKERS = (
     "SQLNonTransientConnectionException",
@@ -362,7 +362,13 @@ class Applier:
         arrays = [arrow_column(column, item.values(column)) for column in item.columns]
         arrays.append(pa.array(item.flags(), pa.int8()))
         names = [c.name for c in item.columns] + [DELETE_FLAG]
-        frame = self.spark().createDataFrame(pa.Table.from_arrays(arrays, names=names))
+        # Positional names in Arrow and Parquet; the real ones (any characters) only in Spark.
+        table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+        with tempfile.TemporaryDirectory(prefix="ticdc-sink-spark-") as scratch:
+            frame = spark_frame(self.spark(), table, scratch).toDF(*names)
+            self._write_jdbc(item, frame)
+
+    def _write_jdbc(self, item: _Staged, frame: Any) -> None:
         downstream = self.settings.downstream
         options = jdbc_options(
             f"jdbc:mysql://{downstream.host}:{downstream.port}/{self.settings.meta_db}",

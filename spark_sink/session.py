@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, SparkSession
 
 # Debian's libmariadb-java puts Connector/J here.
 MARIADB_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
@@ -37,6 +39,29 @@ def build_spark(master: str, app_name: str = "ticdc-sink") -> SparkSession:
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def is_local(spark: SparkSession) -> bool:
+    """Whether the executors run in the driver's process, so they see its files."""
+    return str(spark.sparkContext.master).startswith("local")
+
+
+def spark_frame(spark: SparkSession, table: pa.Table, scratch: str) -> DataFrame:
+    """``table`` as a Spark DataFrame, valid while the directory ``scratch`` exists.
+
+    Local executors read it from a Parquet file there: measured here (150k 11-column rows) that
+    loads over JDBC at ~100k rows/s against ~50-78k from ``createDataFrame``, whose Arrow batches
+    travel as task data through the Python-JVM socket. On a cluster, ``createDataFrame`` it is.
+    """
+    if not is_local(spark):
+        return spark.createDataFrame(table)
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    path = str(Path(scratch) / "rows.parquet")
+    pq.write_table(table, path, compression="none")
+    # An explicit schema spares Spark a job that reads the file's footer.
+    return spark.read.schema(from_arrow_schema(table.schema)).parquet(path)
 
 
 def jdbc_options(url: str, user: str, password: str) -> dict[str, str]:
