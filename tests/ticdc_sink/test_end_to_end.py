@@ -3,6 +3,7 @@ with workers and sinks SIGKILLed along the way."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -23,7 +24,8 @@ from spark_sink.downstream import applied_resolved_ts
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.staging import Staging
-from ticdc_sink.produce import run_produce
+from ticdc_sink.produce import expected_state, run_produce, scenario_messages, send
+from ticdc_sink.scenario import Scenario
 from ticdc_sink.verify import verify
 
 pytestmark = pytest.mark.integration
@@ -175,8 +177,6 @@ def test_replicate_with_killed_workers(
 
 def _committed(settings: Settings, staging: Staging) -> int:
     """Messages the consumer group has committed in Kafka, over every partition."""
-    import asyncio
-
     from streams.status import kafka_offsets
 
     committed, _ = asyncio.run(kafka_offsets(settings, staging.partitions()))
@@ -382,3 +382,37 @@ def test_a_restarted_kafka_broker_loses_nothing(
         _wait_for(lambda: _committed(pipeline, staging) == sent + more, "offsets committed")
         assert all(p.poll() is None for p in processes), "a process died with the broker"
     _assert_replicated(pipeline, first, second)
+
+
+def _with_bad_messages(
+    messages: list[tuple[int, Any]], rng: random.Random, count: int
+) -> list[tuple[int, Any]]:
+    """``messages`` with ``count`` undecodable ones slipped in: garbage, and real messages cut
+    in half (a cut never decodes to different valid events: every format states its lengths)."""
+    mixed = list(messages)
+    for index in range(count):
+        partition, message = rng.choice(messages)
+        value = message.value[: len(message.value) // 2] if index % 2 else b"\xff garbage {"
+        bad = type(message)(message.key, value)
+        mixed.insert(rng.randrange(len(mixed)), (partition, bad))
+    return mixed
+
+
+@pytest.mark.parametrize("protocol", ["open", "simple"])
+def test_bad_messages_are_dead_lettered_and_every_valid_change_applied(
+    protocol: str, pipeline: Settings, unique: str, tmp_path: Path
+) -> None:
+    scenario = Scenario(seed=21, transactions=120, schema=unique)
+    messages, final = scenario_messages(scenario, protocol, PARTITIONS, seed=21)
+    bad = 6
+    asyncio.run(
+        send(pipeline, unique, PARTITIONS, _with_bad_messages(messages, random.Random(21), bad))
+    )
+    expected = tmp_path / "expected.json"
+    expected.write_bytes(orjson.dumps(expected_state(scenario)))
+    env = _env(pipeline, protocol)
+    with _pipeline_running(env):
+        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the valid changes applied")
+    _assert_replicated(pipeline, expected)
+    status = orjson.loads(_run("status", "--json", env=env).stdout)
+    assert status["dead_letters"] == bad
