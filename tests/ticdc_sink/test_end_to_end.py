@@ -416,3 +416,53 @@ def test_bad_messages_are_dead_lettered_and_every_valid_change_applied(
     _assert_replicated(pipeline, expected)
     status = orjson.loads(_run("status", "--json", env=env).stdout)
     assert status["dead_letters"] == bad
+
+
+def _group_state(settings: Settings) -> str:
+    """The consumer group's state as the broker sees it (``Stable``, ``PreparingRebalance``...)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def describe() -> str:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+        await admin.start()
+        try:
+            (response,) = await admin.describe_consumer_groups([settings.group])
+            return str(response.groups[0][2])
+        finally:
+            await admin.close()
+
+    return asyncio.run(describe())
+
+
+def test_a_worker_killed_during_a_rebalance_loses_nothing(
+    pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
+) -> None:
+    expected = tmp_path / "expected.json"
+    sent, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 300, seed=31, expected=expected, schema=unique
+    )
+    # A low staging limit keeps the workers paced by the sink, so the kill lands mid-stream.
+    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200", TICDC_SINK_MAX_STAGED_ROWS="400")
+    staging = Staging(redis_client, unique)
+    first, sink = _spawn("worker", env), _spawn("apply", env)
+    second = None
+    try:
+        _wait_for(lambda: _messages_staged(staging) > sent // 5, "the first worker staging")
+        _wait_for(lambda: _group_state(pipeline) == "Stable", "one stable member")
+        second = _spawn("worker", env)
+        # The second worker's join starts a rebalance: kill the first one inside it.
+        _wait_for(lambda: _group_state(pipeline) != "Stable", "the rebalance", timeout=60)
+        _stop(first, signal.SIGKILL)
+        assert _messages_staged(staging) < sent, "the kill came after the stream was staged"
+        seen = []
+        while (checkpoint := applied_resolved_ts(pipeline)) < final:
+            seen.append(checkpoint)
+            assert len(seen) < 600, f"checkpoint {checkpoint} never reached {final}"
+            time.sleep(0.25)
+        assert seen == sorted(seen), "the checkpoint went backwards"
+        assert second.poll() is None and sink.poll() is None
+    finally:
+        for process in (first, sink, second):
+            if process is not None:
+                _stop(process)
+    _assert_replicated(pipeline, expected)
