@@ -6,10 +6,15 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint unit services-up services-down clean
 
-$(STAMP): pyproject.toml
+# rustup installs cargo here; the native codecs need it (without it the Python codecs serve alone).
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+$(STAMP): pyproject.toml native/Cargo.toml $(wildcard native/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
+	if command -v cargo > /dev/null; then $(BIN)/pip install -q ./native; \
+	else echo "no Rust toolchain (cargo): the pure-Python codecs only"; fi
 	touch $(STAMP)
 
 services-up: $(STAMP)
@@ -22,6 +27,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	if command -v cargo > /dev/null; then cd native && cargo fmt --check \
+		&& cargo clippy --release --quiet -- -D warnings && cargo test --release --quiet; fi
 
 # Lint, then every test: unit and integration, against the real local services.
 test: lint services-up

@@ -3,7 +3,8 @@
 Prints events/s for each codec's decode and, in the same run, for ``orjson.loads`` over the same
 JSON bytes (Open Protocol, Simple JSON, Canal-JSON) or fastavro over the same Avro bytes, and the
 ratio. Targets: Open Protocol and Simple JSON at >= 0.50 of their orjson rate; Craft at >= 1.0 of
-Open Protocol's rate for the same events.
+Open Protocol's rate for the same events. Open Protocol decodes natively when ``ticdc_sink_native``
+is installed; its pure-Python rate is printed too.
 
     python -m benchmarks.bench_codecs [--rows N] [--repeat R]
 """
@@ -18,7 +19,8 @@ from collections.abc import Callable
 import orjson
 
 from streams.codecs import codec_for
-from streams.codecs.open_protocol import split_frames
+from streams.codecs.native import native_module
+from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import avro_schema
 from ticdc_sink.workload import make_rows
 
@@ -63,9 +65,18 @@ def main() -> None:
             loads(k)
             loads(v)
 
+    def open_python() -> None:
+        decoder = OpenProtocolCodec(native=False)
+        for m in open_messages:
+            decoder.decode(m.key, m.value)
+
     open_rate = best_rate(len(rows), open_decode, args.repeat)
     open_base = best_rate(len(rows), open_baseline, args.repeat)
-    table.append(("open", open_rate, "orjson.loads", open_base))
+    label = "open" if native_module() is not None else "open (no native)"
+    table.append((label, open_rate, "orjson.loads", open_base))
+    table.append(
+        ("open, Python", best_rate(len(rows), open_python, args.repeat), "orjson.loads", open_base)
+    )
 
     # Craft: rows batched into messages of 16 as well, so the work per message matches.
     craft = codec_for("craft")
@@ -128,9 +139,9 @@ def main() -> None:
 
     print(f"{len(rows)} row events, 10 columns, best of {args.repeat} runs")
     header = ("protocol", "decode ev/s", "baseline", "baseline ev/s", "ratio")
-    print("{:12} {:>12} {:>16} {:>14} {:>6}".format(*header))
+    print("{:16} {:>12} {:>16} {:>14} {:>6}".format(*header))
     for protocol, rate, name, base in table:
-        print(f"{protocol:12} {rate:12,.0f} {name:>16} {base:14,.0f} {rate / base:6.2f}")
+        print(f"{protocol:16} {rate:12,.0f} {name:>16} {base:14,.0f} {rate / base:6.2f}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import orjson
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.native import native_module
 from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -81,10 +82,6 @@ _KINDS: dict[int, _Kind] = {}
 
 
 def _kind(mysql_type: Any, flags: Any) -> _Kind:
-    if mysql_type.__class__ is not int or flags.__class__ is not int:
-        raise ValueError("'t' and 'f' must be integers")
-    if not 0 <= mysql_type <= 0xFF or not 0 <= flags < 1 << 16:
-        raise ValueError(f"type {mysql_type} or flags {flags} out of range")
     found = _KINDS[mysql_type << 16 | flags] = (
         column_type(mysql_type, flags),
         _CONVERT.get(mysql_type),
@@ -106,6 +103,11 @@ def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> d
                 # Encoders before the flags field only said whether a column is the handle.
                 flags = _HANDLE_KEY if get("h") is True else 0
             mysql_type = column["t"]
+            # Checked before the lookup: a type or flags out of range would alias another key.
+            if mysql_type.__class__ is not int or flags.__class__ is not int:
+                raise ValueError("'t' and 'f' must be integers")
+            if mysql_type >> 8 or flags >> 16:
+                raise ValueError(f"type {mysql_type} or flags {flags} out of range")
             kind, convert = kinds.get(mysql_type << 16 | flags) or _kind(mysql_type, flags)
             value = get("v")
             if value is not None:
@@ -134,10 +136,27 @@ class OpenProtocolCodec(Codec):
 
     protocol = PROTOCOL
 
-    def __init__(self, max_batch: int = DEFAULT_MAX_BATCH) -> None:
+    def __init__(self, max_batch: int = DEFAULT_MAX_BATCH, native: bool = True) -> None:
         self.max_batch = max_batch
+        module = native_module() if native else None
+        self._native = (
+            None
+            if module is None
+            else module.OpenDecoder(RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
+        )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        # The native decoder takes well-formed messages; what it hands back is decoded here,
+        # where anything wrong raises its DecodeError.
+        if (
+            self._native is not None
+            and key.__class__ is bytes
+            and value.__class__ is bytes
+            and len(key) + len(value) <= MAX_MESSAGE_BYTES
+        ):
+            events: list[Event] | None = self._native.decode(key, value, _KINDS)
+            if events is not None:
+                return events
         if key is None or len(key) < 8:
             raise DecodeError(PROTOCOL, "the key must start with the 8-byte protocol version")
         if len(key) + len(value) > MAX_MESSAGE_BYTES:

@@ -33,7 +33,8 @@ _GO_QUOTE = {
     0x5C: "\\\\",
     0x22: '\\"',
 }
-_ONLY_BYTE_ESCAPES = re.compile(r"(?:[^\\]|\\(?:x[0-9A-Fa-f]{2}|[0-7]{3}|[abfnrtv\\'\"]))*")
+# Octal escapes stop at \377 here: Python's decoder would take \400 and up, Go refuses them.
+_ONLY_BYTE_ESCAPES = re.compile(r"(?:[^\\]|\\(?:x[0-9A-Fa-f]{2}|[0-3][0-7]{2}|[abfnrtv\\'\"]))*")
 _ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{3}|[abfnrtv\\'\"])")
 
 

@@ -1,0 +1,24 @@
+"""The optional native fast paths: the ``ticdc-sink-native`` wheel, built from ``native/``.
+
+A native decoder takes the well-formed messages and hands anything else back to its Python codec,
+which stays the reference: it decides what is accepted and words every error. The tests hold the
+two to the same events. ``TICDC_SINK_NATIVE=0`` turns the native paths off.
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+NATIVE_ENV = "TICDC_SINK_NATIVE"
+
+
+def native_module() -> ModuleType | None:
+    """``ticdc_sink_native`` when it is installed and not turned off, else None."""
+    if os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    try:
+        import ticdc_sink_native
+    except ImportError:
+        return None
+    return ticdc_sink_native
