@@ -9,3 +9,15 @@ class OpenDecoder:
     def decode(
         self, key: bytes, value: bytes, kinds: dict[int, tuple[Any, ...]]
     ) -> list[Any] | None: ...
+
+class CraftDecoder:
+    def __init__(
+        self,
+        row: type,
+        resolved: type,
+        insert: object,
+        update: object,
+        delete: object,
+        column_type: Any,
+    ) -> None: ...
+    def decode(self, value: bytes) -> list[Any] | None: ...

@@ -5,6 +5,7 @@
 //! `DecodeError` naming what is wrong. So a native decoder may refuse more than Python does, but
 //! whatever it accepts decodes to exactly the events the Python codec returns (tested for parity).
 
+mod craft;
 mod go_string;
 mod open_protocol;
 
@@ -13,5 +14,6 @@ use pyo3::prelude::*;
 #[pymodule]
 fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<open_protocol::OpenDecoder>()?;
+    module.add_class::<craft::CraftDecoder>()?;
     Ok(())
 }

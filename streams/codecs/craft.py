@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.native import native_module
 from streams.codecs.values import as_bytes, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -407,12 +408,26 @@ class CraftCodec(Codec):
 
     protocol = PROTOCOL
 
-    def __init__(self, max_batch: int = 4096) -> None:
+    def __init__(self, max_batch: int = 4096, native: bool = True) -> None:
         self.max_batch = max_batch
+        module = native_module() if native else None
+        self._native = (
+            None
+            if module is None
+            else module.CraftDecoder(
+                RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE, column_type
+            )
+        )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:
             raise DecodeError(PROTOCOL, f"message over {MAX_MESSAGE_BYTES} bytes")
+        # The native decoder takes well-formed messages; what it hands back is decoded here,
+        # where anything wrong raises its DecodeError.
+        if self._native is not None and value.__class__ is bytes:
+            decoded: list[Event] | None = self._native.decode(value)
+            if decoded is not None:
+                return decoded
         if not value:
             raise DecodeError(PROTOCOL, "empty message", where="byte 0")
         message = _Message(bytes(value))
