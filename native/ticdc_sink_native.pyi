@@ -21,3 +21,19 @@ class CraftDecoder:
         column_type: Any,
     ) -> None: ...
     def decode(self, value: bytes) -> list[Any] | None: ...
+
+class SimpleDecoder:
+    def __init__(
+        self,
+        row: type,
+        resolved: type,
+        insert: object,
+        update: object,
+        delete: object,
+        binary: Any,
+        integer: Any,
+        float: Any,
+        timestamp: Any,
+        text: Any,
+    ) -> None: ...
+    def decode(self, value: bytes, layouts: dict[Any, Any]) -> list[Any] | None: ...

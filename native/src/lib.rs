@@ -8,6 +8,7 @@
 mod craft;
 mod go_string;
 mod open_protocol;
+mod simple;
 
 use pyo3::prelude::*;
 
@@ -15,5 +16,6 @@ use pyo3::prelude::*;
 fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<open_protocol::OpenDecoder>()?;
     module.add_class::<craft::CraftDecoder>()?;
+    module.add_class::<simple::SimpleDecoder>()?;
     Ok(())
 }

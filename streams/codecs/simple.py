@@ -21,6 +21,7 @@ import orjson
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
+from streams.codecs.native import native_module
 from streams.codecs.simple_schema import (
     MemorySchemaStore,
     SchemaStore,
@@ -389,6 +390,38 @@ class SimpleJSONCodec(_SimpleCodec):
 
     protocol = "simple"
     avro = False
+
+    def __init__(
+        self,
+        schemas: SchemaStore | None = None,
+        require_schema: bool = True,
+        compression: Compression = Compression.NONE,
+        native: bool = True,
+    ) -> None:
+        super().__init__(schemas, require_schema, compression)
+        module = native_module() if native else None
+        self._native = (
+            None
+            if module is None
+            else module.SimpleDecoder(
+                RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE,
+                _json_binary, _json_int, _json_float, _json_timestamp, _json_text,
+            )
+        )  # fmt: skip
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+        # The native decoder takes DML and watermarks of tables whose layout is made here;
+        # what it hands back is decoded here, where anything wrong raises its DecodeError.
+        if (
+            self._native is not None
+            and self.compression is Compression.NONE
+            and value.__class__ is bytes
+            and len(value) <= MAX_MESSAGE_BYTES
+        ):
+            decoded: list[Event] | None = self._native.decode(value, self._layouts)
+            if decoded is not None:
+                return decoded
+        return super().decode(key, value)
 
     def _load(self, value: bytes) -> dict[str, Any]:
         try:

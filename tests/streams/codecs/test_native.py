@@ -3,8 +3,10 @@ accepts must decode to exactly the Python codec's events; anything else it hands
 
 from __future__ import annotations
 
+import contextlib
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,13 +17,14 @@ from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.native import native_module
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec
-from streams.model import DDLEvent, Event, Resolved
+from streams.codecs.simple import SimpleJSONCodec
+from streams.model import Event, Resolved
 from tests.conftest import IN_CI
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
 
 FUZZ_INPUTS = 10_000
-PROTOCOLS = ["open", "craft"]
+PROTOCOLS = ["open", "craft", "simple"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,30 +36,52 @@ def _native_installed() -> None:
         pytest.skip(message)
 
 
+class _Pair:
+    """A protocol's codec with its native decoder and one without, fed the same messages."""
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self.native_codec: Any = codec_for(protocol)
+        self.python_codec: Any = {
+            "open": OpenProtocolCodec,
+            "craft": CraftCodec,
+            "simple": SimpleJSONCodec,
+        }[protocol](native=False)
+
+    def native(self, key: bytes | None, value: bytes) -> list[Event] | None:
+        decoder = self.native_codec._native
+        if self.protocol == "open":
+            return decoder.decode(key, value, _KINDS)  # type: ignore[no-any-return]
+        if self.protocol == "simple":
+            return decoder.decode(value, self.native_codec._layouts)  # type: ignore[no-any-return]
+        return decoder.decode(value)  # type: ignore[no-any-return]
+
+    def python(self, key: bytes | None, value: bytes) -> list[Event] | DecodeError:
+        try:
+            return self.python_codec.decode(key, value)  # type: ignore[no-any-return]
+        except DecodeError as error:
+            return error
+
+    def agree(self, key: bytes | None, value: bytes) -> bool:
+        """Whether the native decoder took the message (asserting it agrees with Python if so)."""
+        reference = self.python(key, value)  # also fills the type table Open Protocol reads
+        events = self.native(key, value)
+        if events is None:
+            # The codec's own Python path keeps its state (Simple schemas, layouts) in step.
+            with contextlib.suppress(DecodeError):
+                self.native_codec.decode(key, value)
+            return False
+        # Equal, or equal as text: a fuzzed float may be NaN, which equals nothing.
+        assert events == reference or repr(events) == repr(reference), (key, value)
+        return True
+
+
 def _native(protocol: str, key: bytes | None, value: bytes) -> list[Event] | None:
-    if protocol == "open":
-        assert key is not None
-        return OpenProtocolCodec()._native.decode(key, value, _KINDS)  # type: ignore[union-attr]
-    return CraftCodec()._native.decode(value)  # type: ignore[union-attr]
+    return _Pair(protocol).native(key, value)
 
 
 def _python(protocol: str, key: bytes | None, value: bytes) -> list[Event] | DecodeError:
-    codec = OpenProtocolCodec(native=False) if protocol == "open" else CraftCodec(native=False)
-    try:
-        return codec.decode(key, value)
-    except DecodeError as error:
-        return error
-
-
-def _agree(protocol: str, key: bytes | None, value: bytes) -> bool:
-    """Whether the native decoder took the message (asserting it agrees with Python if so)."""
-    reference = _python(protocol, key, value)  # also fills the tables the native side reads
-    events = _native(protocol, key, value)
-    if events is None:
-        return False
-    # Equal, or equal as text: a fuzzed float may be NaN, which equals nothing.
-    assert events == reference or repr(events) == repr(reference), (key, value)
-    return True
+    return _Pair(protocol).python(key, value)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -64,11 +89,18 @@ def _agree(protocol: str, key: bytes | None, value: bytes) -> bool:
 @given(data=st.data())
 def test_generated_events_decode_alike(protocol: str, data: st.DataObject) -> None:
     events = data.draw(event_lists(protocol))
+    pair = _Pair(protocol)
     for message in codec_for(protocol).encode(events):
-        taken = _agree(protocol, message.key, message.value)
-        # In well-formed messages only DDL is left to Python.
-        decoded = _python(protocol, message.key, message.value)
-        assert taken or any(isinstance(e, DDLEvent) for e in decoded)  # type: ignore[union-attr]
+        pair.agree(message.key, message.value)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_well_formed_rows_are_taken(protocol: str) -> None:
+    pair = _Pair(protocol)
+    messages = codec_for(protocol).encode(_sample_rows())
+    # Simple: the BOOTSTRAP and the first row of a table (which makes its layout) go to Python.
+    taken = [pair.agree(m.key, m.value) for m in messages]
+    assert all(taken[2:] if protocol == "simple" else taken)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -76,6 +108,9 @@ def test_fuzzed_messages_are_decoded_alike_or_handed_back(protocol: str) -> None
     seeds: list[KafkaMessage] = codec_for(protocol).encode(
         [*_sample_rows(), Resolved(449_000_000_000_000_010)]
     )
+    pair = _Pair(protocol)
+    for seed in seeds:  # a Simple table's schema and layout first
+        pair.agree(seed.key, seed.value)
     rng = random.Random(f"native-{protocol}")
     taken = 0
     for _ in range(FUZZ_INPUTS):
@@ -84,20 +119,21 @@ def test_fuzzed_messages_are_decoded_alike_or_handed_back(protocol: str) -> None
             key, value = _mutate(rng, seed.key), seed.value
         else:
             key, value = seed.key, _mutate(rng, seed.value)
-        taken += _agree(protocol, key, value)
+        taken += pair.agree(key, value)
     # Some mutations leave a valid message (a flipped bit in a value): both sides take those.
     assert 0 < taken < FUZZ_INPUTS
 
 
 def test_conformance_vectors_decode_alike(conformance: Path) -> None:
     taken = 0
+    open_pair, craft_pair = _Pair("open"), _Pair("craft")
     for folder in ("open_protocol_java_demo", "open_protocol_tibigdata"):
         for key_file in sorted((conformance / folder).glob("*key*.bin")):
             value_file = key_file.with_name(key_file.name.replace("key", "value"))
             if value_file.exists():
-                taken += _agree("open", key_file.read_bytes(), value_file.read_bytes())
+                taken += open_pair.agree(key_file.read_bytes(), value_file.read_bytes())
     for path in sorted((conformance / "craft_tibigdata").glob("*.bin")):
-        taken += _agree("craft", b"", path.read_bytes())
+        taken += craft_pair.agree(b"", path.read_bytes())
     assert taken > 0
 
 
@@ -136,3 +172,22 @@ def test_craft_messages_cut_anywhere_are_handed_back() -> None:
     for end in range(len(message.value)):
         assert _native("craft", b"", message.value[:end]) is None
         assert isinstance(_python("craft", b"", message.value[:end]), DecodeError)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [b'"\\ud800"', b'"\\udc00"', b'"\\x41"', b'"a\x01"', b'"\xff"', b'"\xed\xa0\x80"'],
+)
+@pytest.mark.parametrize("protocol", ["open", "simple"])
+def test_a_bad_string_in_a_skipped_field_is_handed_back(protocol: str, bad: bytes) -> None:
+    # serde_json skips unknown fields without the checks orjson makes of the whole document.
+    pair = _Pair(protocol)
+    messages = codec_for(protocol).encode(_sample_rows())
+    for message in messages:
+        pair.agree(message.key, message.value)
+    if protocol == "simple":
+        key, value = None, messages[1].value[:-1] + b',"zz":' + bad + b"}"
+    else:
+        key, value = _one_column_row(b'{"t":3,"f":0,"v":1,"zz":' + bad + b"}")
+    assert pair.native(key, value) is None
+    assert isinstance(pair.python(key, value), DecodeError)

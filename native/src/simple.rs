@@ -1,0 +1,470 @@
+//! TiCDC Simple protocol, JSON: DML and watermark messages whose table layout Python has made.
+//!
+//! The Python codec keeps the table schemas and, per (schema, table, version), a layout: each
+//! column's type and the function that reads its values. This decoder reads that layout (and
+//! prepares it once per layout object), applies the same readers' rules, and hands back any
+//! message it cannot decode exactly as they would: BOOTSTRAP and DDL, a table without a layout
+//! yet, anything malformed.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::open_protocol::{parse, BorrowedStr};
+
+/// How a column's non-null values are read (the Python codec's reader functions, in order).
+#[derive(Clone, Copy, PartialEq)]
+enum Read {
+    Binary,
+    Integer,
+    Float,
+    Timestamp,
+    Text,
+}
+
+const READS: [Read; 5] = [
+    Read::Binary,
+    Read::Integer,
+    Read::Float,
+    Read::Timestamp,
+    Read::Text,
+];
+
+struct Column {
+    name: Py<PyString>,
+    kind: Py<PyAny>,
+    read: Read,
+}
+
+/// A layout prepared from the Python layout object it was made from (held, so that its address
+/// names it for as long as this entry lives).
+struct Prepared {
+    _source: Py<PyAny>,
+    // In the layout's order: images list their columns in that order, so most lookups are one
+    // comparison at the expected position.
+    columns: Vec<(String, Column)>,
+    positions: HashMap<String, usize>,
+    // Every column's type in layout order: a row image listing them all copies it.
+    kinds: Py<PyDict>,
+}
+
+impl Prepared {
+    /// Whether an image names exactly the layout's columns, in its order.
+    fn is_whole(&self, values: &Values<'_>) -> bool {
+        values.0.len() == self.columns.len()
+            && values
+                .0
+                .iter()
+                .zip(&self.columns)
+                .all(|((name, _), (expected, _))| name == expected)
+    }
+
+    fn column(&self, position: usize, name: &str) -> Option<&Column> {
+        match self.columns.get(position) {
+            Some((expected, column)) if expected == name => Some(column),
+            _ => self.positions.get(name).map(|&i| &self.columns[i].1),
+        }
+    }
+}
+
+// Prepared layouts kept before the cache starts over (each schema version has its own layout).
+const MAX_PREPARED: usize = 4_096;
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    database: Option<&'a RawValue>,
+    #[serde(borrow)]
+    table: Option<&'a RawValue>,
+    #[serde(borrow, rename = "schemaVersion")]
+    schema_version: Option<&'a RawValue>,
+    #[serde(borrow, rename = "commitTs")]
+    commit_ts: Option<&'a RawValue>,
+    #[serde(borrow, rename = "handleKeyOnly")]
+    handle_key_only: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "nullable")]
+    data: Option<Values<'a>>,
+    #[serde(borrow, default, deserialize_with = "nullable")]
+    old: Option<Values<'a>>,
+}
+
+/// A missing or null image is none (as in Python); anything but an object is refused.
+fn nullable<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Values<'de>>, D::Error> {
+    Option::<Values<'de>>::deserialize(deserializer)
+}
+
+/// An image's values in the order written.
+struct Values<'a>(Vec<(Cow<'a, str>, Token<'a>)>);
+
+impl<'de> Deserialize<'de> for Values<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Values<'de>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("an object of values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut values = Vec::with_capacity(map.size_hint().unwrap_or(16));
+                while let Some((name, value)) = map.next_entry::<BorrowedStr<'de>, Token<'de>>()? {
+                    values.push((name.0, value));
+                }
+                Ok(Values(values))
+            }
+        }
+        deserializer.deserialize_map(Visit)
+    }
+}
+
+/// One JSON value of an image, as orjson would hand it to the Python readers.
+enum Token<'a> {
+    Null,
+    Bool,
+    /// Within 64 bits: Ok(signed) or Err(unsigned above i64).
+    Integer(Result<i64, u64>),
+    Float(f64),
+    Text(Cow<'a, str>),
+    /// An object (a TIMESTAMP value is `{"location": ..., "value": ...}`): its "value" string.
+    Object(Option<Cow<'a, str>>),
+}
+
+impl<'de> Deserialize<'de> for Token<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> Visitor<'de> for Visit {
+            type Value = Token<'de>;
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(Token::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(Token::Bool)
+            }
+            fn visit_i64<E>(self, value: i64) -> Result<Self::Value, E> {
+                Ok(Token::Integer(Ok(value)))
+            }
+            fn visit_u64<E>(self, value: u64) -> Result<Self::Value, E> {
+                Ok(Token::Integer(i64::try_from(value).map_err(|_| value)))
+            }
+            fn visit_f64<E>(self, value: f64) -> Result<Self::Value, E> {
+                Ok(Token::Float(value))
+            }
+            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
+                Ok(Token::Text(Cow::Borrowed(text)))
+            }
+            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
+                Ok(Token::Text(Cow::Owned(text.to_owned())))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut value = None;
+                while let Some(key) = map.next_key::<BorrowedStr<'de>>()? {
+                    if key.0 == "value" {
+                        value = match map.next_value::<Token<'de>>()? {
+                            Token::Text(text) => Some(text),
+                            _ => return Err(serde::de::Error::custom("a non-text value")),
+                        };
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Token::Object(value))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
+/// Decodes Simple JSON messages into the model's `RowChange` and `Resolved` objects.
+#[pyclass(frozen, module = "ticdc_sink_native")]
+pub struct SimpleDecoder {
+    row: Py<PyAny>,
+    resolved: Py<PyAny>,
+    ops: [Py<PyAny>; 3],
+    readers: [Py<PyAny>; 5],
+    prepared: Mutex<HashMap<usize, Prepared>>,
+}
+
+#[pymethods]
+impl SimpleDecoder {
+    /// The model's classes and ops, and the Python codec's value readers for binary, integer,
+    /// float, timestamp and text columns.
+    #[new]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        row: Py<PyAny>,
+        resolved: Py<PyAny>,
+        insert: Py<PyAny>,
+        update: Py<PyAny>,
+        delete: Py<PyAny>,
+        binary: Py<PyAny>,
+        integer: Py<PyAny>,
+        float: Py<PyAny>,
+        timestamp: Py<PyAny>,
+        text: Py<PyAny>,
+    ) -> Self {
+        SimpleDecoder {
+            row,
+            resolved,
+            ops: [insert, update, delete],
+            readers: [binary, integer, float, timestamp, text],
+            prepared: Mutex::default(),
+        }
+    }
+
+    /// The message's events, or `None` when the Python codec must decide. `layouts` is the
+    /// codec's map of (schema, table, version) to {column: (column type, reader)}.
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        value: &[u8],
+        layouts: &Bound<'py, PyDict>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(message) = parse::<Message>(value) else {
+            return Ok(None);
+        };
+        let event = match message.kind.map(RawValue::get) {
+            Some("\"WATERMARK\"") => match uint64(message.commit_ts) {
+                Some(ts) => Some(self.resolved.bind(py).call1((ts,))?),
+                None => None,
+            },
+            Some("\"INSERT\"") => self.row(py, &message, 0, layouts)?,
+            Some("\"UPDATE\"") => self.row(py, &message, 1, layouts)?,
+            Some("\"DELETE\"") => self.row(py, &message, 2, layouts)?,
+            _ => None,
+        };
+        event.map(|event| PyList::new(py, [event])).transpose()
+    }
+}
+
+impl SimpleDecoder {
+    fn row<'py>(
+        &self,
+        py: Python<'py>,
+        message: &Message<'_>,
+        op: usize,
+        layouts: &Bound<'py, PyDict>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let (Some(schema), Some(table)) = (text(message.database), text(message.table)) else {
+            return Ok(None);
+        };
+        let version = match message.schema_version.map(RawValue::get) {
+            None | Some("null") => 0,
+            Some(_) => match uint64(message.schema_version) {
+                Some(version) => version,
+                None => return Ok(None),
+            },
+        };
+        let (Some(commit_ts), Some(handle_key_only)) =
+            (uint64(message.commit_ts), flag(message.handle_key_only))
+        else {
+            return Ok(None);
+        };
+        let (schema, table) = (PyString::new(py, &schema), PyString::new(py, &table));
+        let version = version.into_pyobject(py)?.into_any();
+        let key = PyTuple::new(py, [schema.as_any(), table.as_any(), &version])?;
+        let Some(layout) = layouts.get_item(key)? else {
+            return Ok(None);
+        };
+        let mut prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let id = layout.as_ptr() as usize;
+        if !prepared.contains_key(&id) {
+            let Some(made) = self.prepare(py, &layout)? else {
+                return Ok(None);
+            };
+            if prepared.len() >= MAX_PREPARED {
+                prepared.clear();
+            }
+            prepared.insert(id, made);
+        }
+        let layout = &prepared[&id];
+        // The first image decides the order of `columns`, as in Python.
+        let first = message.data.as_ref().or(message.old.as_ref());
+        let whole = first.is_some_and(|values| layout.is_whole(values));
+        let columns = if whole {
+            layout.kinds.bind(py).copy()?
+        } else {
+            PyDict::new(py)
+        };
+        let mut images = [None, None];
+        for (slot, raw) in [&message.data, &message.old].into_iter().enumerate() {
+            if let Some(raw) = raw {
+                let image = PyDict::new(py);
+                for (position, (name, value)) in raw.0.iter().enumerate() {
+                    let Some(column) = layout.column(position, name) else {
+                        return Ok(None);
+                    };
+                    let Some(value) = cell(py, value, column.read)? else {
+                        return Ok(None);
+                    };
+                    image.set_item(column.name.bind(py), value)?;
+                    if !whole {
+                        columns.set_item(column.name.bind(py), column.kind.bind(py))?;
+                    }
+                }
+                images[slot] = Some(image);
+            }
+        }
+        let [new, old] = images;
+        if (op == 2 && old.is_none()) || (op != 2 && new.is_none()) {
+            return Ok(None);
+        }
+        let none = py.None().into_bound(py);
+        let args = PyTuple::new(
+            py,
+            [
+                commit_ts.into_pyobject(py)?.into_any(),
+                schema.into_any(),
+                table.into_any(),
+                self.ops[op].bind(py).clone(),
+                columns.into_any(),
+                new.map_or_else(|| none.clone(), Bound::into_any),
+                old.map_or_else(|| none.clone(), Bound::into_any),
+                none.clone(),
+                PyBool::new(py, handle_key_only).to_owned().into_any(),
+            ],
+        )?;
+        Ok(Some(self.row.bind(py).call1(args)?))
+    }
+
+    /// The Rust side of a Python layout; `None` if a column has a reader not known here.
+    fn prepare(&self, py: Python<'_>, layout: &Bound<'_, PyAny>) -> PyResult<Option<Prepared>> {
+        let Ok(layout) = layout.cast::<PyDict>() else {
+            return Ok(None);
+        };
+        let mut columns = Vec::with_capacity(layout.len());
+        for (name, entry) in layout.iter() {
+            let (kind, reader) = entry.extract::<(Bound<PyAny>, Bound<PyAny>)>()?;
+            let Some(read) = self
+                .readers
+                .iter()
+                .position(|r| r.bind(py).is(&reader))
+                .map(|i| READS[i])
+            else {
+                return Ok(None);
+            };
+            let name = name.cast_into::<PyString>()?;
+            let column = Column {
+                name: name.clone().unbind(),
+                kind: kind.unbind(),
+                read,
+            };
+            columns.push((name.to_str()?.to_owned(), column));
+        }
+        if columns.is_empty() {
+            // No schema columns: Python passes values through untyped.
+            return Ok(None);
+        }
+        let positions = columns
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| (name.clone(), i))
+            .collect();
+        let kinds = PyDict::new(py);
+        for (_, column) in &columns {
+            kinds.set_item(column.name.bind(py), column.kind.bind(py))?;
+        }
+        Ok(Some(Prepared {
+            _source: layout.clone().into_any().unbind(),
+            columns,
+            positions,
+            kinds: kinds.unbind(),
+        }))
+    }
+}
+
+/// A value read as the Python codec's reader for `read` would; `None` where that reader would
+/// refuse it (Python decides then).
+fn cell<'py>(
+    py: Python<'py>,
+    token: &Token<'_>,
+    read: Read,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let int = |value: Result<i64, u64>| match value {
+        Ok(signed) => signed.into_pyobject(py).map(Bound::into_any),
+        Err(unsigned) => unsigned.into_pyobject(py).map(Bound::into_any),
+    };
+    Ok(match (token, read) {
+        (Token::Null, _) => Some(py.None().into_bound(py)),
+        (Token::Integer(value), Read::Integer) => Some(int(*value)?),
+        (Token::Text(text), Read::Integer) => integer_text(text).map(int).transpose()?,
+        (Token::Integer(Ok(value)), Read::Float) => {
+            Some(PyFloat::new(py, *value as f64).into_any())
+        }
+        (Token::Integer(Err(value)), Read::Float) => {
+            Some(PyFloat::new(py, *value as f64).into_any())
+        }
+        (Token::Float(value), Read::Float) => Some(PyFloat::new(py, *value).into_any()),
+        (Token::Text(text), Read::Float) => text
+            .parse::<f64>()
+            .ok()
+            .map(|v| PyFloat::new(py, v).into_any()),
+        (Token::Text(text), Read::Text | Read::Timestamp) => {
+            Some(PyString::new(py, text).into_any())
+        }
+        (Token::Object(Some(text)), Read::Timestamp) => Some(PyString::new(py, text).into_any()),
+        (Token::Text(text), Read::Binary) => STANDARD
+            .decode(text.as_bytes())
+            .ok()
+            .map(|data| PyBytes::new(py, &data).into_any()),
+        _ => None,
+    })
+}
+
+/// `-?[0-9]+` within 64 bits: Ok(signed) or Err(unsigned above i64).
+fn integer_text(text: &str) -> Option<Result<i64, u64>> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match text.parse::<i64>() {
+        Ok(value) => Some(Ok(value)),
+        Err(_) => text.parse::<u64>().ok().map(Err),
+    }
+}
+
+/// An integer within [-2^63, 2^64) as a uint64 (negatives wrap, as the Python codec reads them).
+fn uint64(raw: Option<&RawValue>) -> Option<u64> {
+    match integer_text(raw?.get())? {
+        Ok(value) => Some(value as u64),
+        Err(value) => Some(value),
+    }
+}
+
+fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    let text = raw.get();
+    if !text.starts_with('"') {
+        return None;
+    }
+    if !text.contains('\\') {
+        return Some(Cow::Borrowed(&text[1..text.len() - 1]));
+    }
+    serde_json::from_str::<BorrowedStr>(text).ok().map(|s| s.0)
+}
+
+fn text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
+    string(raw?)
+}
+
+/// An absent, null or boolean flag (other JSON is left to Python's idea of truth).
+fn flag(raw: Option<&RawValue>) -> Option<bool> {
+    match raw.map(RawValue::get) {
+        None | Some("null") | Some("false") => Some(false),
+        Some("true") => Some(true),
+        _ => None,
+    }
+}
