@@ -7,6 +7,7 @@
 
 mod craft;
 mod go_string;
+mod json;
 mod open_protocol;
 mod simple;
 

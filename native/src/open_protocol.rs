@@ -8,11 +8,12 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::Deserializer;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::go_string;
+use crate::json::{flag, parse, string, Ordered};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -253,71 +254,7 @@ struct Column<'a> {
 }
 
 /// An image's columns in the order written (a repeated name included, as a dict sees it).
-struct Entries<'a>(Vec<(Cow<'a, str>, Column<'a>)>);
-
-impl<'de> Deserialize<'de> for Entries<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Entries<'de>;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("an object of columns")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some(entry) = map.next_entry::<BorrowedStr<'de>, Column<'de>>()? {
-                    entries.push((entry.0 .0, entry.1));
-                }
-                Ok(Entries(entries))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
-}
-
-/// A string borrowed from the input where it has no escapes.
-pub struct BorrowedStr<'a>(pub Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for BorrowedStr<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = BorrowedStr<'de>;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Borrowed(text)))
-            }
-            fn visit_str<E>(self, text: &str) -> Result<Self::Value, E> {
-                Ok(BorrowedStr(Cow::Owned(text.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(Visit)
-    }
-}
-
-/// `data` read as JSON, whose whole text must be UTF-8 as orjson requires (serde_json checks
-/// only the strings it keeps, not those of fields it skips).
-pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Option<T> {
-    if has_surrogate_escape(data) {
-        return None;
-    }
-    serde_json::from_str(std::str::from_utf8(data).ok()?).ok()
-}
-
-/// Whether `data` holds a `\uD...` escape: serde_json does not pair the surrogates of strings it
-/// skips, orjson refuses a lone one anywhere. Rare (Go writes non-ASCII as UTF-8): left to Python.
-fn has_surrogate_escape(data: &[u8]) -> bool {
-    let mut rest = data;
-    while let Some(at) = rest.iter().position(|&b| b == b'\\') {
-        if rest.get(at + 1) == Some(&b'u') && rest.get(at + 2).is_some_and(|b| b | 0x20 == b'd') {
-            return true;
-        }
-        rest = &rest[at + 1..];
-    }
-    false
-}
+type Entries<'a> = Ordered<'a, Column<'a>>;
 
 /// The length-prefixed frames of `data` from `pos` on; `None` if one runs past the end.
 fn frames(data: &[u8], mut pos: usize) -> Option<Vec<&[u8]>> {
@@ -437,15 +374,6 @@ fn scalar<'py>(py: Python<'py>, raw: &RawValue) -> Outcome<Bound<'py, PyAny>> {
     })
 }
 
-fn string<'a>(raw: &'a RawValue) -> Option<Cow<'a, str>> {
-    let text = raw.get();
-    if !text.contains('\\') {
-        // Valid JSON without escapes: the characters between the quotes are the string.
-        return Some(Cow::Borrowed(&text[1..text.len() - 1]));
-    }
-    serde_json::from_str::<BorrowedStr>(text).ok().map(|s| s.0)
-}
-
 /// A non-negative integer written without a fraction or exponent.
 fn unsigned(raw: Option<&RawValue>) -> Option<u64> {
     let text = raw?.get();
@@ -471,15 +399,6 @@ fn optional_text(raw: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
     match raw.map(RawValue::get) {
         None | Some("null") => Some(None),
         Some(text) if text.starts_with('"') => Some(Some(string(raw?)?)),
-        _ => None,
-    }
-}
-
-/// An absent, null or boolean flag (other JSON is left to Python's idea of truth).
-fn flag(raw: Option<&RawValue>) -> Option<bool> {
-    match raw.map(RawValue::get) {
-        None | Some("null") | Some("false") => Some(false),
-        Some("true") => Some(true),
         _ => None,
     }
 }

@@ -18,7 +18,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::open_protocol::{parse, BorrowedStr};
+use crate::json::{flag, parse, string, BorrowedStr, Ordered};
 
 /// How a column's non-null values are read (the Python codec's reader functions, in order).
 #[derive(Clone, Copy, PartialEq)]
@@ -104,27 +104,7 @@ fn nullable<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Values<
 }
 
 /// An image's values in the order written.
-struct Values<'a>(Vec<(Cow<'a, str>, Token<'a>)>);
-
-impl<'de> Deserialize<'de> for Values<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> Visitor<'de> for Visit {
-            type Value = Values<'de>;
-            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
-                formatter.write_str("an object of values")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                let mut values = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some((name, value)) = map.next_entry::<BorrowedStr<'de>, Token<'de>>()? {
-                    values.push((name.0, value));
-                }
-                Ok(Values(values))
-            }
-        }
-        deserializer.deserialize_map(Visit)
-    }
-}
+type Values<'a> = Ordered<'a, Token<'a>>;
 
 /// One JSON value of an image, as orjson would hand it to the Python readers.
 enum Token<'a> {
@@ -445,26 +425,6 @@ fn uint64(raw: Option<&RawValue>) -> Option<u64> {
     }
 }
 
-fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
-    if !text.starts_with('"') {
-        return None;
-    }
-    if !text.contains('\\') {
-        return Some(Cow::Borrowed(&text[1..text.len() - 1]));
-    }
-    serde_json::from_str::<BorrowedStr>(text).ok().map(|s| s.0)
-}
-
 fn text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
     string(raw?)
-}
-
-/// An absent, null or boolean flag (other JSON is left to Python's idea of truth).
-fn flag(raw: Option<&RawValue>) -> Option<bool> {
-    match raw.map(RawValue::get) {
-        None | Some("null") | Some("false") => Some(false),
-        Some("true") => Some(true),
-        _ => None,
-    }
 }
