@@ -335,6 +335,15 @@ class Staging:
             min(mark, held.get(tp.field, mark)) for tp, mark in marks.items() if mark is not None
         )
 
+    def releasable(self) -> bool:
+        """Whether staged changes wait that the sink can apply now: the global resolved ts is
+        past the last trim. When it is not, holding staging back frees nothing."""
+        resolved = self.global_resolved_ts()
+        if resolved is None:
+            return False
+        trimmed = self.client.get(self.key("trimmed"))
+        return resolved > (int(trimmed, 16) if trimmed else 0)
+
     # --- the sink side -----------------------------------------------------------------------
 
     def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
@@ -425,11 +434,12 @@ class Staging:
             ids = [m[:TS_DIGITS] + _digest(m[DDL_PREFIX:]) for m in applied]
             self.client.hdel(self.key("ddl-ids"), *ids)
             self.client.zrem(self.key("ddl"), *applied)
+        pipe = self.client.pipeline()
         if removed_rows:
-            pipe = self.client.pipeline()
             pipe.hincrby(self.key("staged"), "rows", -removed_rows)
             pipe.hincrby(self.key("staged"), "bytes", -removed_bytes)
-            pipe.execute()
+        pipe.set(self.key("trimmed"), ts_hex(checkpoint))
+        pipe.execute()
         return removed_rows
 
 

@@ -330,14 +330,19 @@ async def _until_done(
 
 
 async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:
-    """Backpressure: hold the agent (and so its partitions) while staging is over its limits.
+    """Backpressure: hold the agent (and so its partitions) while staging is over its limits
+    and the sink has something to apply.
 
     Faust stops fetching for a stream whose buffer is full, so Kafka keeps what Redis cannot
-    take yet; a worker asked to stop stops waiting.
+    take yet. When nothing staged is releasable (a partition's next watermark is still in
+    Kafka, behind what holding keeps there), holding would never end: the worker goes on until
+    the global resolved ts moves. A worker asked to stop stops waiting.
     """
     while not app.should_stop:
         rows, size = staging.staged_totals()
         if rows < settings.max_staged_rows and size < settings.max_staged_bytes:
+            return
+        if not staging.releasable():
             return
         await asyncio.sleep(BACKPRESSURE_POLL_S)
 

@@ -63,6 +63,17 @@ def test_watermarks_never_go_back_and_an_idle_partition_blocks(staging: Staging)
     assert staging.global_resolved_ts() == BIG_TS + 20
 
 
+def test_staged_rows_are_releasable_only_past_the_last_trim(staging: Staging) -> None:
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1)], watermark=BIG_TS + 10)
+    assert not staging.releasable()  # partition 1 has no watermark: the sink can apply nothing
+    staging.stage(P1, 0, [row(BIG_TS + 2, 2)], watermark=BIG_TS + 5)
+    assert staging.releasable()
+    staging.trim(BIG_TS + 5)
+    assert not staging.releasable()  # row 1 waits for partition 1's next watermark
+    staging.stage(P1, 1, [], watermark=BIG_TS + 6)
+    assert staging.releasable()
+
+
 def test_a_broadcast_ddl_is_staged_once_and_split_ddls_are_kept(staging: Staging) -> None:
     create = DDLEvent(BIG_TS + 3, "db", "t", "CREATE TABLE t (id INT)", 3)
     second = DDLEvent(BIG_TS + 3, "db", "u", "CREATE TABLE u (id INT)", 3)

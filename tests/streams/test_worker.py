@@ -27,7 +27,9 @@ async def _produce(settings: Any, topic: str, messages: list[tuple[int, Any]]) -
     await send(settings, topic, PARTITIONS, messages)
 
 
-def _messages(rows: list[RowChange], protocol: str, bad: bool = False) -> list[tuple[int, Any]]:
+def _messages(
+    rows: list[RowChange], protocol: str, bad: bool = False, resolved_per_chunk: bool = False
+) -> list[tuple[int, Any]]:
     codec = codec_for(protocol)
     ddl = DDLEvent(
         rows[0].commit_ts - 1, "bench", "orders", "CREATE TABLE bench.orders (id INT)", 3
@@ -40,6 +42,10 @@ def _messages(rows: list[RowChange], protocol: str, bad: bool = False) -> list[t
             messages += [(partition, m) for m in codec.encode(mine[start : start + 64])]
             if bad and start == 0:
                 messages.append((partition, type(messages[-1][1])(b"\x00" * 8, b"garbage")))
+            if resolved_per_chunk:
+                # As TiCDC does every second: this partition has nothing more up to here.
+                last = mine[start : start + 64][-1].commit_ts
+                messages += [(partition, m) for m in codec.encode([Resolved(last)])]
         messages += [(partition, m) for m in codec.encode([Resolved(rows[-1].commit_ts)])]
     return messages
 
@@ -213,7 +219,7 @@ async def test_backpressure_pauses_and_resumes(
     settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
     rows = make_rows(6_000, seed=16)
-    await _produce(settings, topic, _messages(rows, "open"))
+    await _produce(settings, topic, _messages(rows, "open", resolved_per_chunk=True))
     limit = 1_000
     worker = _start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
     try:

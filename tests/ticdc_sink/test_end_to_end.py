@@ -441,26 +441,31 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
     sent, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 300, seed=31, expected=expected, schema=unique
     )
-    # A low staging limit keeps the workers paced by the sink, so the kill lands mid-stream.
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="200", TICDC_SINK_MAX_STAGED_ROWS="400")
+    # Until the sink starts, a low staging limit holds the rest of the stream in Kafka: the kill
+    # lands mid-stream however fast the worker is.
+    limit = 400
+    env = _env(pipeline, "open", TICDC_SINK_MAX_STAGED_ROWS=str(limit))
     staging = Staging(redis_client, unique)
-    first, sink = _spawn("worker", env), _spawn("apply", env)
-    second = None
+    first = _spawn("worker", env)
+    second = sink = None
     try:
-        _wait_for(lambda: _messages_staged(staging) > sent // 5, "the first worker staging")
+        _wait_for(lambda: staging.staged_totals()[0] >= limit, "the first worker to pause")
         _wait_for(lambda: _group_state(pipeline) == "Stable", "one stable member")
         second = _spawn("worker", env)
         # The second worker's join starts a rebalance: kill the first one inside it.
         _wait_for(lambda: _group_state(pipeline) != "Stable", "the rebalance", timeout=60)
         _stop(first, signal.SIGKILL)
-        assert _messages_staged(staging) < sent, "the kill came after the stream was staged"
+        staged = _messages_staged(staging)
+        assert staged < sent, f"the kill came after the stream was staged ({staged} of {sent})"
+        print(f"killed with {staged} of {sent} messages staged")
+        sink = _spawn("apply", env)
         seen = []
         while (checkpoint := applied_resolved_ts(pipeline)) < final:
             seen.append(checkpoint)
             assert len(seen) < 600, f"checkpoint {checkpoint} never reached {final}"
             time.sleep(0.25)
         assert seen == sorted(seen), "the checkpoint went backwards"
-        assert second.poll() is None and sink.poll() is None
+        assert second.poll() is None and sink.poll() is None, "a process died"
     finally:
         for process in (first, sink, second):
             if process is not None:
