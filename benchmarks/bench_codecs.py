@@ -3,8 +3,8 @@
 Prints events/s for each codec's decode and, in the same run, for ``orjson.loads`` over the same
 JSON bytes (Open Protocol, Simple JSON, Canal-JSON) or fastavro over the same Avro bytes, and the
 ratio. Targets: Open Protocol and Simple JSON at >= 0.50 of their orjson rate; Craft at >= 1.0 of
-Open Protocol's rate for the same events. Open Protocol decodes natively when ``ticdc_sink_native``
-is installed; its pure-Python rate is printed too.
+Open Protocol's rate for the same events. Open Protocol, Craft and Simple JSON decode natively when
+``ticdc_sink_native`` is installed; Open Protocol's pure-Python rate is printed too.
 
     python -m benchmarks.bench_codecs [--rows N] [--repeat R]
 """

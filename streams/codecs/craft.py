@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.native import native_module
+from streams.codecs.native import native_decoder
 from streams.codecs.values import as_bytes, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -410,14 +410,7 @@ class CraftCodec(Codec):
 
     def __init__(self, max_batch: int = 4096, native: bool = True) -> None:
         self.max_batch = max_batch
-        module = native_module() if native else None
-        self._native = (
-            None
-            if module is None
-            else module.CraftDecoder(
-                RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE, column_type
-            )
-        )
+        self._native = native_decoder("CraftDecoder", column_type, enabled=native)
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:

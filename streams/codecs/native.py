@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 from types import ModuleType
+from typing import Any
+
+from streams.model import Op, Resolved, RowChange
 
 NATIVE_ENV = "TICDC_SINK_NATIVE"
 
@@ -22,3 +25,11 @@ def native_module() -> ModuleType | None:
     except ImportError:
         return None
     return ticdc_sink_native
+
+
+def native_decoder(name: str, *extra: Any, enabled: bool = True) -> Any | None:
+    """The native decoder class ``name`` made for the model (and ``extra``), or None."""
+    module = native_module() if enabled else None
+    if module is None:
+        return None
+    return getattr(module, name)(RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE, *extra)

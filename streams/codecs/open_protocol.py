@@ -16,7 +16,7 @@ import orjson
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.native import native_module
+from streams.codecs.native import native_decoder
 from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -138,12 +138,7 @@ class OpenProtocolCodec(Codec):
 
     def __init__(self, max_batch: int = DEFAULT_MAX_BATCH, native: bool = True) -> None:
         self.max_batch = max_batch
-        module = native_module() if native else None
-        self._native = (
-            None
-            if module is None
-            else module.OpenDecoder(RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
-        )
+        self._native = native_decoder("OpenDecoder", enabled=native)
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         # The native decoder takes well-formed messages; what it hands back is decoded here,

@@ -21,7 +21,7 @@ import orjson
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
-from streams.codecs.native import native_module
+from streams.codecs.native import native_decoder
 from streams.codecs.simple_schema import (
     MemorySchemaStore,
     SchemaStore,
@@ -399,15 +399,8 @@ class SimpleJSONCodec(_SimpleCodec):
         native: bool = True,
     ) -> None:
         super().__init__(schemas, require_schema, compression)
-        module = native_module() if native else None
-        self._native = (
-            None
-            if module is None
-            else module.SimpleDecoder(
-                RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE,
-                _json_binary, _json_int, _json_float, _json_timestamp, _json_text,
-            )
-        )  # fmt: skip
+        readers = (_json_binary, _json_int, _json_float, _json_timestamp, _json_text)
+        self._native = native_decoder("SimpleDecoder", *readers, enabled=native)
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         # The native decoder takes DML and watermarks of tables whose layout is made here;
