@@ -95,3 +95,15 @@ pub fn flag(raw: Option<&RawValue>) -> Option<bool> {
         _ => None,
     }
 }
+
+/// `-?[0-9]+` within 64 bits: Ok(signed) or Err(unsigned above i64).
+pub fn integer_text(text: &str) -> Option<Result<i64, u64>> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    match text.parse::<i64>() {
+        Ok(value) => Some(Ok(value)),
+        Err(_) => text.parse::<u64>().ok().map(Err),
+    }
+}

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::go_string;
-use crate::json::{flag, parse, string, Ordered};
+use crate::json::{flag, integer_text, parse, string, Ordered};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -355,14 +355,9 @@ fn scalar<'py>(py: Python<'py>, raw: &RawValue) -> Outcome<Bound<'py, PyAny>> {
         "false" => PyBool::new(py, false).to_owned().into_any(),
         _ if text.starts_with('"') => PyString::new(py, &string(raw).or_fallback()?).into_any(),
         _ if text.starts_with(['[', '{']) => return Err(Refusal::Fallback),
-        _ if !text.contains(['.', 'e', 'E']) => match text.parse::<i64>() {
-            Ok(value) => value.into_pyobject(py)?.into_any(),
-            Err(_) => text
-                .parse::<u64>()
-                .ok()
-                .or_fallback()?
-                .into_pyobject(py)?
-                .into_any(),
+        _ if !text.contains(['.', 'e', 'E']) => match integer_text(text).or_fallback()? {
+            Ok(signed) => signed.into_pyobject(py)?.into_any(),
+            Err(unsigned) => unsigned.into_pyobject(py)?.into_any(),
         },
         _ => {
             let value: f64 = text.parse().ok().or_fallback()?;
@@ -376,22 +371,21 @@ fn scalar<'py>(py: Python<'py>, raw: &RawValue) -> Outcome<Bound<'py, PyAny>> {
 
 /// A non-negative integer written without a fraction or exponent.
 fn unsigned(raw: Option<&RawValue>) -> Option<u64> {
-    let text = raw?.get();
-    if text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse().ok()
-    } else {
-        None
-    }
+    digits(raw?.get())
 }
 
 /// An integer in `0..limit`.
 fn below(text: &str, limit: u64) -> Option<u32> {
-    let value: u64 = if text.bytes().all(|b| b.is_ascii_digit()) {
-        text.parse().ok()?
-    } else {
-        return None;
-    };
-    (value < limit).then_some(value as u32)
+    digits(text)
+        .filter(|&value| value < limit)
+        .map(|value| value as u32)
+}
+
+/// Text of ASCII digits only, within 64 bits.
+fn digits(text: &str) -> Option<u64> {
+    text.bytes()
+        .all(|b| b.is_ascii_digit())
+        .then(|| text.parse().ok())?
 }
 
 /// An absent, null or string name.

@@ -18,7 +18,7 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::json::{flag, parse, string, BorrowedStr, Ordered};
+use crate::json::{flag, integer_text, parse, string, BorrowedStr, Ordered};
 
 /// How a column's non-null values are read (the Python codec's reader functions, in order).
 #[derive(Clone, Copy, PartialEq)]
@@ -403,18 +403,6 @@ fn cell<'py>(
             .map(|data| PyBytes::new(py, &data).into_any()),
         _ => None,
     })
-}
-
-/// `-?[0-9]+` within 64 bits: Ok(signed) or Err(unsigned above i64).
-fn integer_text(text: &str) -> Option<Result<i64, u64>> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    match text.parse::<i64>() {
-        Ok(value) => Some(Ok(value)),
-        Err(_) => text.parse::<u64>().ok().map(Err),
-    }
 }
 
 /// An integer within [-2^63, 2^64) as a uint64 (negatives wrap, as the Python codec reads them).
