@@ -1,39 +1,33 @@
 """Native fast paths for ticdc-sink's codecs: each returns None where the Python codec decides."""
 
+from collections.abc import Callable
 from typing import Any
 
-class OpenDecoder:
+class Model:
+    """The event model the decoders build: ``RowChange``, ``Resolved`` and the row ops."""
+
     def __init__(
         self, row: type, resolved: type, insert: object, update: object, delete: object
     ) -> None: ...
+
+class OpenDecoder:
+    def __init__(self, model: Model) -> None: ...
     def decode(
         self, key: bytes, value: bytes, kinds: dict[int, tuple[Any, ...]]
     ) -> list[Any] | None: ...
 
 class CraftDecoder:
-    def __init__(
-        self,
-        row: type,
-        resolved: type,
-        insert: object,
-        update: object,
-        delete: object,
-        column_type: Any,
-    ) -> None: ...
+    def __init__(self, model: Model, column_type: Any) -> None: ...
     def decode(self, value: bytes) -> list[Any] | None: ...
 
 class SimpleDecoder:
     def __init__(
         self,
-        row: type,
-        resolved: type,
-        insert: object,
-        update: object,
-        delete: object,
-        binary: Any,
-        integer: Any,
-        float: Any,
-        timestamp: Any,
-        text: Any,
+        model: Model,
+        readers: tuple[Any, Any, Any, Any, Any],
+        layouts: dict[Any, Any],
+        fallback: Callable[[bytes | None, bytes], list[Any]],
+        max_bytes: int,
     ) -> None: ...
-    def decode(self, value: bytes, layouts: dict[Any, Any]) -> list[Any] | None: ...
+    def decode(self, key: bytes | None, value: bytes) -> list[Any]: ...
+    def try_decode(self, value: object) -> list[Any] | None: ...

@@ -7,7 +7,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
+
+use crate::model::{Model, Row};
 
 const VERSION: u64 = 1;
 const TYPE_ROW: u64 = 1;
@@ -229,9 +231,7 @@ impl<'a> Message<'a> {
 /// Decodes Craft messages into the model's `RowChange` and `Resolved` objects.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct CraftDecoder {
-    row: Py<PyAny>,
-    resolved: Py<PyAny>,
-    ops: [Py<PyAny>; 3],
+    model: Py<Model>,
     column_type: Py<PyAny>,
     // Column types by `type << 16 | flags`, made once by the model's `column_type`.
     kinds: Mutex<HashMap<u32, Py<PyAny>>>,
@@ -239,20 +239,11 @@ pub struct CraftDecoder {
 
 #[pymethods]
 impl CraftDecoder {
-    /// The model's classes, its insert, update and delete ops, and its `column_type` function.
+    /// The model and its `column_type` function.
     #[new]
-    fn new(
-        row: Py<PyAny>,
-        resolved: Py<PyAny>,
-        insert: Py<PyAny>,
-        update: Py<PyAny>,
-        delete: Py<PyAny>,
-        column_type: Py<PyAny>,
-    ) -> Self {
+    fn new(model: Py<Model>, column_type: Py<PyAny>) -> Self {
         CraftDecoder {
-            row,
-            resolved,
-            ops: [insert, update, delete],
+            model,
             column_type,
             kinds: Mutex::default(),
         }
@@ -315,7 +306,7 @@ impl CraftDecoder {
             };
             match types[index] {
                 TYPE_RESOLVED => {
-                    events.append(self.resolved.bind(py).call1((timestamps[index],))?)?
+                    events.append(self.model.get().resolved(py, timestamps[index])?)?
                 }
                 TYPE_ROW => {
                     let Some(group_sizes) = message.tables.get(2 + rows) else {
@@ -327,27 +318,23 @@ impl CraftDecoder {
                     else {
                         return Ok(None);
                     };
-                    let none = py.None().into_bound(py);
                     let empty = PyString::new(py, "");
-                    let partition = match partitions[index] {
-                        NULL_ID => none.clone(),
-                        id => id.into_pyobject(py)?.into_any(),
+                    let partition_id = match partitions[index] {
+                        NULL_ID => None,
+                        id => Some(id.into_pyobject(py)?.into_any()),
                     };
-                    let args = PyTuple::new(
-                        py,
-                        [
-                            timestamps[index].into_pyobject(py)?.into_any(),
-                            schema.unwrap_or_else(|| empty.clone()).into_any(),
-                            table.unwrap_or(empty).into_any(),
-                            self.ops[op].bind(py).clone(),
-                            columns.into_any(),
-                            new.map_or_else(|| none.clone(), Bound::into_any),
-                            old.map_or_else(|| none.clone(), Bound::into_any),
-                            partition,
-                            pyo3::types::PyBool::new(py, false).to_owned().into_any(),
-                        ],
-                    )?;
-                    events.append(self.row.bind(py).call1(args)?)?;
+                    let row = Row {
+                        commit_ts: timestamps[index],
+                        schema: schema.unwrap_or_else(|| empty.clone()),
+                        table: table.unwrap_or(empty),
+                        op,
+                        columns: columns.into_any(),
+                        new: new.map(Bound::into_any),
+                        old: old.map(Bound::into_any),
+                        partition_id,
+                        handle_key_only: false,
+                    };
+                    events.append(self.model.get().row(py, row)?)?;
                 }
                 // DDL (rare) and unknown types: the Python codec.
                 _ => return Ok(None),

@@ -18,16 +18,12 @@ pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Option<T> {
 }
 
 /// Whether `data` holds a `\uD...` escape: serde_json does not pair the surrogates of strings it
-/// skips, orjson refuses a lone one anywhere. Rare (Go writes non-ASCII as UTF-8): left to Python.
+/// skips, orjson refuses a lone one anywhere. Rare (Go writes non-ASCII as UTF-8): left to Python,
+/// as is an escaped backslash followed by `uD` text.
 fn has_surrogate_escape(data: &[u8]) -> bool {
-    let mut rest = data;
-    while let Some(at) = rest.iter().position(|&b| b == b'\\') {
-        if rest.get(at + 1) == Some(&b'u') && rest.get(at + 2).is_some_and(|b| b | 0x20 == b'd') {
-            return true;
-        }
-        rest = &rest[at + 1..];
-    }
-    false
+    memchr::memchr_iter(b'\\', data).any(|at| {
+        data.get(at + 1) == Some(&b'u') && data.get(at + 2).is_some_and(|b| b | 0x20 == b'd')
+    })
 }
 
 /// A string borrowed from the input where it has no escapes.
@@ -98,12 +94,64 @@ pub fn flag(raw: Option<&RawValue>) -> Option<bool> {
 
 /// `-?[0-9]+` within 64 bits: Ok(signed) or Err(unsigned above i64).
 pub fn integer_text(text: &str) -> Option<Result<i64, u64>> {
-    let digits = text.strip_prefix('-').unwrap_or(text);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    if digits.is_empty() {
         return None;
     }
-    match text.parse::<i64>() {
-        Ok(value) => Some(Ok(value)),
-        Err(_) => text.parse::<u64>().ok().map(Err),
+    // One pass: digits only, and the magnitude within 64 bits.
+    let mut magnitude: u64 = 0;
+    for b in digits.bytes() {
+        let digit = b.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        magnitude = magnitude.checked_mul(10)?.checked_add(u64::from(digit))?;
+    }
+    if negative {
+        // Down to -2^63, whose magnitude is one past i64::MAX.
+        0i64.checked_sub_unsigned(magnitude).map(Ok)
+    } else {
+        Some(i64::try_from(magnitude).map_err(|_| magnitude))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{has_surrogate_escape, integer_text};
+
+    #[test]
+    fn integer_text_takes_64_bits_and_nothing_else() {
+        assert_eq!(integer_text("0"), Some(Ok(0)));
+        assert_eq!(integer_text("-0"), Some(Ok(0)));
+        assert_eq!(integer_text("00012"), Some(Ok(12)));
+        assert_eq!(integer_text("9223372036854775807"), Some(Ok(i64::MAX)));
+        assert_eq!(integer_text("9223372036854775808"), Some(Err(1 << 63)));
+        assert_eq!(integer_text("18446744073709551615"), Some(Err(u64::MAX)));
+        assert_eq!(integer_text("-9223372036854775808"), Some(Ok(i64::MIN)));
+        for refused in [
+            "",
+            "-",
+            "+1",
+            "1a",
+            "1.0",
+            " 1",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "99999999999999999999999",
+        ] {
+            assert_eq!(integer_text(refused), None, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn surrogate_escapes_are_found_anywhere() {
+        assert!(has_surrogate_escape(br#"{"a":"\ud83d\ude00"}"#));
+        assert!(has_surrogate_escape(br#"{"a":"x\uDC00"}"#));
+        assert!(!has_surrogate_escape(br#"{"a":"\u00e9\\","b":"\n"}"#));
+        assert!(!has_surrogate_escape(b"\\"));
+        assert!(!has_surrogate_escape(b"\\u"));
     }
 }

@@ -8,6 +8,7 @@
 mod craft;
 mod go_string;
 mod json;
+mod model;
 mod open_protocol;
 mod simple;
 
@@ -15,6 +16,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<model::Model>()?;
     module.add_class::<open_protocol::OpenDecoder>()?;
     module.add_class::<craft::CraftDecoder>()?;
     module.add_class::<simple::SimpleDecoder>()?;

@@ -3,7 +3,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::go_string;
 use crate::json::{flag, integer_text, parse, string, Ordered};
+use crate::model::{Model, Row};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -54,9 +55,7 @@ impl<T> OrFallback<T> for Option<T> {
 /// Decodes Open Protocol messages into the model's `RowChange` and `Resolved` objects.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct OpenDecoder {
-    row: Py<PyAny>,
-    resolved: Py<PyAny>,
-    ops: [Py<PyAny>; 3],
+    model: Py<Model>,
     // Looked up once per process rather than once per column (the GIL holds them uncontended).
     cache: Mutex<Cache>,
 }
@@ -73,19 +72,10 @@ const MAX_CACHED_NAMES: usize = 65_536;
 
 #[pymethods]
 impl OpenDecoder {
-    /// The model's classes and its insert, update and delete ops.
     #[new]
-    fn new(
-        row: Py<PyAny>,
-        resolved: Py<PyAny>,
-        insert: Py<PyAny>,
-        update: Py<PyAny>,
-        delete: Py<PyAny>,
-    ) -> Self {
+    fn new(model: Py<Model>) -> Self {
         OpenDecoder {
-            row,
-            resolved,
-            ops: [insert, update, delete],
+            model,
             cache: Mutex::default(),
         }
     }
@@ -141,7 +131,7 @@ impl OpenDecoder {
         let header: Header = parse(key).or_fallback()?;
         let ts = unsigned(header.ts).or_fallback()?;
         match unsigned(header.t) {
-            Some(KEY_RESOLVED) => Ok(self.resolved.bind(py).call1((ts,))?),
+            Some(KEY_RESOLVED) => Ok(self.model.get().resolved(py, ts)?),
             Some(KEY_ROW) => self.row(py, ts, &header, value, kinds),
             // DDL (rare) and anything unknown: the Python codec.
             _ => Err(Refusal::Fallback),
@@ -164,11 +154,10 @@ impl OpenDecoder {
         if !no_claim_check && header.ccl.map(RawValue::get) != Some("\"\"") {
             return Err(Refusal::Fallback);
         }
-        let none = py.None().into_bound(py);
         // Python keeps an integer partition id and drops any other JSON there.
-        let partition = match header.ptn.map(|raw| scalar(py, raw)).transpose()? {
-            Some(id) if id.is_exact_instance_of::<pyo3::types::PyInt>() => id,
-            _ => none.clone(),
+        let partition_id = match header.ptn.map(|raw| scalar(py, raw)).transpose()? {
+            Some(id) if id.is_exact_instance_of::<pyo3::types::PyInt>() => Some(id),
+            _ => None,
         };
         let body: Body = parse(value).or_fallback()?;
         let columns = PyDict::new(py);
@@ -176,33 +165,30 @@ impl OpenDecoder {
             .cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut image = |raw| image(py, raw, kinds, &columns, &mut cache);
+        let mut image = |raw| image(py, raw, kinds, &columns, &mut cache).map(Bound::into_any);
         let (op, new, old) = if let Some(deleted) = body.d {
-            (2, none.clone(), image(deleted)?.into_any())
+            (2, None, Some(image(deleted)?))
         } else if let Some(upserted) = body.u {
-            let new = image(upserted)?.into_any();
+            let new = Some(image(upserted)?);
             match body.p {
-                Some(previous) => (1, new, image(previous)?.into_any()),
-                None => (0, new, none.clone()),
+                Some(previous) => (1, new, Some(image(previous)?)),
+                None => (0, new, None),
             }
         } else {
             return Err(Refusal::Fallback);
         };
-        let args = PyTuple::new(
-            py,
-            [
-                ts.into_pyobject(py)?.into_any(),
-                PyString::new(py, &schema.unwrap_or_default()).into_any(),
-                PyString::new(py, &table.unwrap_or_default()).into_any(),
-                self.ops[op].bind(py).clone(),
-                columns.into_any(),
-                new,
-                old,
-                partition,
-                PyBool::new(py, handle_key_only).to_owned().into_any(),
-            ],
-        )?;
-        Ok(self.row.bind(py).call1(args)?)
+        let row = Row {
+            commit_ts: ts,
+            schema: PyString::new(py, &schema.unwrap_or_default()),
+            table: PyString::new(py, &table.unwrap_or_default()),
+            op,
+            columns: columns.into_any(),
+            new,
+            old,
+            partition_id,
+            handle_key_only,
+        };
+        Ok(self.model.get().row(py, row)?)
     }
 }
 

@@ -13,12 +13,13 @@ use std::sync::Mutex;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString, PyTuple};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::json::{flag, integer_text, parse, string, BorrowedStr, Ordered};
+use crate::model::{Model, Row};
 
 /// How a column's non-null values are read (the Python codec's reader functions, in order).
 #[derive(Clone, Copy, PartialEq)]
@@ -44,16 +45,18 @@ struct Column {
     read: Read,
 }
 
-/// A layout prepared from the Python layout object it was made from (held, so that its address
-/// names it for as long as this entry lives).
+/// A layout prepared from the Python layout object it was made from.
 struct Prepared {
-    _source: Py<PyAny>,
+    source: Py<PyAny>,
     // In the layout's order: images list their columns in that order, so most lookups are one
     // comparison at the expected position.
     columns: Vec<(String, Column)>,
     positions: HashMap<String, usize>,
     // Every column's type in layout order: a row image listing them all copies it.
     kinds: Py<PyDict>,
+    // Every column set to None in layout order: an image listing them all starts as its copy,
+    // which is already sized for them.
+    blank: Py<PyDict>,
 }
 
 impl Prepared {
@@ -74,9 +77,6 @@ impl Prepared {
         }
     }
 }
-
-// Prepared layouts kept before the cache starts over (each schema version has its own layout).
-const MAX_PREPARED: usize = 4_096;
 
 #[derive(Deserialize)]
 struct Message<'a> {
@@ -166,62 +166,122 @@ impl<'de> Deserialize<'de> for Token<'de> {
     }
 }
 
-/// Decodes Simple JSON messages into the model's `RowChange` and `Resolved` objects.
+/// Decodes Simple JSON messages into the model's `RowChange` and `Resolved` objects, calling
+/// the Python codec for any message it hands back.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct SimpleDecoder {
-    row: Py<PyAny>,
-    resolved: Py<PyAny>,
-    ops: [Py<PyAny>; 3],
+    model: Py<Model>,
     readers: [Py<PyAny>; 5],
-    prepared: Mutex<HashMap<usize, Prepared>>,
+    layouts: Py<PyDict>,
+    fallback: Py<PyAny>,
+    max_bytes: usize,
+    state: Mutex<State>,
+}
+
+/// What one (schema, table, version) resolves to, made once.
+struct Table {
+    /// The codec's layouts key, and the names rows carry, as Python objects.
+    key: Py<PyTuple>,
+    schema: Py<PyString>,
+    table: Py<PyString>,
+    /// The layout last found under `key`, prepared.
+    layout: Option<Prepared>,
+}
+
+#[derive(Default)]
+struct State {
+    /// By `Table::id` of (schema, table, version).
+    tables: HashMap<Vec<u8>, Table>,
+    id: Vec<u8>,
+}
+
+// Tables kept before the cache starts over (each schema version is one; hostile streams stay
+// bounded).
+const MAX_TABLES: usize = 4_096;
+
+impl Table {
+    /// Writes the identity of (schema, table, version) into `id`, a reused buffer.
+    fn id(id: &mut Vec<u8>, schema: &str, table: &str, version: u64) {
+        id.clear();
+        id.extend_from_slice(&schema.len().to_le_bytes());
+        id.extend_from_slice(schema.as_bytes());
+        id.extend_from_slice(&version.to_le_bytes());
+        id.extend_from_slice(table.as_bytes());
+    }
+
+    fn new(py: Python<'_>, schema: &str, table: &str, version: u64) -> PyResult<Self> {
+        let (schema, table) = (PyString::new(py, schema), PyString::new(py, table));
+        let version = version.into_pyobject(py)?.into_any();
+        let key = PyTuple::new(py, [schema.as_any(), table.as_any(), &version])?;
+        Ok(Table {
+            key: key.unbind(),
+            schema: schema.unbind(),
+            table: table.unbind(),
+            layout: None,
+        })
+    }
 }
 
 #[pymethods]
 impl SimpleDecoder {
-    /// The model's classes and ops, and the Python codec's value readers for binary, integer,
-    /// float, timestamp and text columns.
+    /// The model; the Python codec's value readers for binary, integer, float, timestamp and
+    /// text columns; its layouts, a map of (schema, table, version) to {column: (column type,
+    /// reader)}; its own decode, called with what this decoder hands back; and the size above
+    /// which a message is handed back.
     #[new]
-    #[allow(clippy::too_many_arguments)]
     fn new(
-        row: Py<PyAny>,
-        resolved: Py<PyAny>,
-        insert: Py<PyAny>,
-        update: Py<PyAny>,
-        delete: Py<PyAny>,
-        binary: Py<PyAny>,
-        integer: Py<PyAny>,
-        float: Py<PyAny>,
-        timestamp: Py<PyAny>,
-        text: Py<PyAny>,
+        model: Py<Model>,
+        readers: [Py<PyAny>; 5],
+        layouts: Py<PyDict>,
+        fallback: Py<PyAny>,
+        max_bytes: usize,
     ) -> Self {
         SimpleDecoder {
-            row,
-            resolved,
-            ops: [insert, update, delete],
-            readers: [binary, integer, float, timestamp, text],
-            prepared: Mutex::default(),
+            model,
+            readers,
+            layouts,
+            fallback,
+            max_bytes,
+            state: Mutex::default(),
         }
     }
 
-    /// The message's events, or `None` when the Python codec must decide. `layouts` is the
-    /// codec's map of (schema, table, version) to {column: (column type, reader)}.
+    /// The message's events, decoded here or by the Python codec.
     fn decode<'py>(
         &self,
         py: Python<'py>,
-        value: &[u8],
-        layouts: &Bound<'py, PyDict>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.try_decode(py, value)? {
+            Some(events) => Ok(events.into_any()),
+            None => self.fallback.bind(py).call1((key, value)),
+        }
+    }
+
+    /// The message's events, or `None` when the Python codec must decide.
+    fn try_decode<'py>(
+        &self,
+        py: Python<'py>,
+        value: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(message) = parse::<Message>(value) else {
+        let Ok(value) = value.cast_exact::<PyBytes>() else {
+            return Ok(None);
+        };
+        if value.as_bytes().len() > self.max_bytes {
+            return Ok(None);
+        }
+        let Some(message) = parse::<Message>(value.as_bytes()) else {
             return Ok(None);
         };
         let event = match message.kind.map(RawValue::get) {
             Some("\"WATERMARK\"") => match uint64(message.commit_ts) {
-                Some(ts) => Some(self.resolved.bind(py).call1((ts,))?),
+                Some(ts) => Some(self.model.get().resolved(py, ts)?),
                 None => None,
             },
-            Some("\"INSERT\"") => self.row(py, &message, 0, layouts)?,
-            Some("\"UPDATE\"") => self.row(py, &message, 1, layouts)?,
-            Some("\"DELETE\"") => self.row(py, &message, 2, layouts)?,
+            Some("\"INSERT\"") => self.row(py, &message, 0)?,
+            Some("\"UPDATE\"") => self.row(py, &message, 1)?,
+            Some("\"DELETE\"") => self.row(py, &message, 2)?,
             _ => None,
         };
         event.map(|event| PyList::new(py, [event])).transpose()
@@ -234,7 +294,6 @@ impl SimpleDecoder {
         py: Python<'py>,
         message: &Message<'_>,
         op: usize,
-        layouts: &Bound<'py, PyDict>,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let (Some(schema), Some(table)) = (text(message.database), text(message.table)) else {
             return Ok(None);
@@ -251,27 +310,30 @@ impl SimpleDecoder {
         else {
             return Ok(None);
         };
-        let (schema, table) = (PyString::new(py, &schema), PyString::new(py, &table));
-        let version = version.into_pyobject(py)?.into_any();
-        let key = PyTuple::new(py, [schema.as_any(), table.as_any(), &version])?;
-        let Some(layout) = layouts.get_item(key)? else {
-            return Ok(None);
-        };
-        let mut prepared = self
-            .prepared
+        let mut state = self
+            .state
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let id = layout.as_ptr() as usize;
-        if !prepared.contains_key(&id) {
-            let Some(made) = self.prepare(py, &layout)? else {
-                return Ok(None);
-            };
-            if prepared.len() >= MAX_PREPARED {
-                prepared.clear();
+        let State { tables, id } = &mut *state;
+        Table::id(id, &schema, &table, version);
+        if !tables.contains_key(id.as_slice()) {
+            if tables.len() >= MAX_TABLES {
+                tables.clear();
             }
-            prepared.insert(id, made);
+            tables.insert(id.clone(), Table::new(py, &schema, &table, version)?);
         }
-        let layout = &prepared[&id];
+        let entry = tables.get_mut(id.as_slice()).expect("made above");
+        let Some(source) = self.layouts.bind(py).get_item(entry.key.bind(py))? else {
+            return Ok(None);
+        };
+        // Python makes a new layout object when a table's schema is announced again.
+        if !entry.layout.as_ref().is_some_and(|l| l.source.is(&source)) {
+            entry.layout = self.prepare(py, &source)?;
+        }
+        let (schema, table) = (entry.schema.bind(py).clone(), entry.table.bind(py).clone());
+        let Some(layout) = &entry.layout else {
+            return Ok(None);
+        };
         // The first image decides the order of `columns`, as in Python.
         let first = message.data.as_ref().or(message.old.as_ref());
         let whole = first.is_some_and(|values| layout.is_whole(values));
@@ -283,7 +345,11 @@ impl SimpleDecoder {
         let mut images = [None, None];
         for (slot, raw) in [&message.data, &message.old].into_iter().enumerate() {
             if let Some(raw) = raw {
-                let image = PyDict::new(py);
+                let image = if layout.is_whole(raw) {
+                    layout.blank.bind(py).copy()?
+                } else {
+                    PyDict::new(py)
+                };
                 for (position, (name, value)) in raw.0.iter().enumerate() {
                     let Some(column) = layout.column(position, name) else {
                         return Ok(None);
@@ -296,29 +362,25 @@ impl SimpleDecoder {
                         columns.set_item(column.name.bind(py), column.kind.bind(py))?;
                     }
                 }
-                images[slot] = Some(image);
+                images[slot] = Some(image.into_any());
             }
         }
         let [new, old] = images;
         if (op == 2 && old.is_none()) || (op != 2 && new.is_none()) {
             return Ok(None);
         }
-        let none = py.None().into_bound(py);
-        let args = PyTuple::new(
-            py,
-            [
-                commit_ts.into_pyobject(py)?.into_any(),
-                schema.into_any(),
-                table.into_any(),
-                self.ops[op].bind(py).clone(),
-                columns.into_any(),
-                new.map_or_else(|| none.clone(), Bound::into_any),
-                old.map_or_else(|| none.clone(), Bound::into_any),
-                none.clone(),
-                PyBool::new(py, handle_key_only).to_owned().into_any(),
-            ],
-        )?;
-        Ok(Some(self.row.bind(py).call1(args)?))
+        let row = Row {
+            commit_ts,
+            schema,
+            table,
+            op,
+            columns: columns.into_any(),
+            new,
+            old,
+            partition_id: None,
+            handle_key_only,
+        };
+        Ok(Some(self.model.get().row(py, row)?))
     }
 
     /// The Rust side of a Python layout; `None` if a column has a reader not known here.
@@ -354,15 +416,17 @@ impl SimpleDecoder {
             .enumerate()
             .map(|(i, (name, _))| (name.clone(), i))
             .collect();
-        let kinds = PyDict::new(py);
+        let (kinds, blank) = (PyDict::new(py), PyDict::new(py));
         for (_, column) in &columns {
             kinds.set_item(column.name.bind(py), column.kind.bind(py))?;
+            blank.set_item(column.name.bind(py), py.None())?;
         }
         Ok(Some(Prepared {
-            _source: layout.clone().into_any().unbind(),
+            source: layout.clone().into_any().unbind(),
             columns,
             positions,
             kinds: kinds.unbind(),
+            blank: blank.unbind(),
         }))
     }
 }

@@ -8,6 +8,7 @@ two to the same events. ``TICDC_SINK_NATIVE=0`` turns the native paths off.
 from __future__ import annotations
 
 import os
+from functools import cache
 from types import ModuleType
 from typing import Any
 
@@ -32,4 +33,10 @@ def native_decoder(name: str, *extra: Any, enabled: bool = True) -> Any | None:
     module = native_module() if enabled else None
     if module is None:
         return None
-    return getattr(module, name)(RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE, *extra)
+    return getattr(module, name)(_model(module), *extra)
+
+
+@cache
+def _model(module: ModuleType) -> Any:
+    # Checks once that the model's classes are what the native side builds.
+    return module.Model(RowChange, Resolved, Op.INSERT, Op.UPDATE, Op.DELETE)

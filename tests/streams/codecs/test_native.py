@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,7 +20,7 @@ from streams.codecs.craft import CraftCodec
 from streams.codecs.native import native_module
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec
 from streams.codecs.simple import SimpleJSONCodec
-from streams.model import Event, Resolved
+from streams.model import Event, Op, Resolved, RowChange
 from tests.conftest import IN_CI
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
@@ -53,7 +55,7 @@ class _Pair:
         if self.protocol == "open":
             return decoder.decode(key, value, _KINDS)  # type: ignore[no-any-return]
         if self.protocol == "simple":
-            return decoder.decode(value, self.native_codec._layouts)  # type: ignore[no-any-return]
+            return decoder.try_decode(value)  # type: ignore[no-any-return]
         return decoder.decode(value)  # type: ignore[no-any-return]
 
     def python(self, key: bytes | None, value: bytes) -> list[Event] | DecodeError:
@@ -191,3 +193,44 @@ def test_a_bad_string_in_a_skipped_field_is_handed_back(protocol: str, bad: byte
         key, value = _one_column_row(b'{"t":3,"f":0,"v":1,"zz":' + bad + b"}")
     assert pair.native(key, value) is None
     assert isinstance(pair.python(key, value), DecodeError)
+
+
+def _bootstrap(mysql_type: str) -> bytes:
+    column = {"name": "c", "dataType": {"mysqlType": mysql_type}, "nullable": True}
+    table = {"schema": "s", "table": "t", "tableID": 1, "version": 7, "columns": [column]}
+    return orjson.dumps({"version": 1, "type": "BOOTSTRAP", "commitTs": 0, "tableSchema": table})
+
+
+def test_a_table_announced_again_is_read_with_its_new_layout() -> None:
+    codec = codec_for("simple")
+    row = b'{"database":"s","table":"t","type":"INSERT","commitTs":10,"schemaVersion":7,'
+    row += b'"data":{"c":"5"}}'
+    codec.decode(None, _bootstrap("int"))
+    codec.decode(None, row)  # the Python path makes the table's layout
+    assert codec._native.try_decode(row)[0].new == {"c": 5}
+    # Re-announced with another type under the same version: a new layout, which the native
+    # decoder must not confuse with the one it prepared before.
+    codec.decode(None, _bootstrap("varchar"))
+    codec.decode(None, row)
+    assert codec._native.try_decode(row)[0].new == {"c": "5"}
+
+
+@dataclass(slots=True)
+class _Reordered:
+    schema: str
+    commit_ts: int
+
+
+@dataclass(slots=True)
+class _Checked:
+    commit_ts: int
+
+    def __post_init__(self) -> None:
+        raise AssertionError("a native decoder would skip this")
+
+
+@pytest.mark.parametrize("resolved", [_Reordered, _Checked])
+def test_a_model_the_native_side_does_not_build_is_refused(resolved: type) -> None:
+    module: Any = native_module()
+    with pytest.raises(TypeError, match=r"native/src/model\.rs"):
+        module.Model(RowChange, resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
