@@ -5,6 +5,9 @@ prints the staging rate (rows/s from the first staged row until the global resol
 workload) beside the codec-only decode rate of the same messages measured in the same run.
 Target: staging at >= 0.50 of the decode-only rate. Needs `ticdc-sink services up`.
 
+It also runs the same worker with staging replaced by counting: the rate at which Faust alone
+delivers the messages, the ceiling of any staging.
+
     python -m benchmarks.bench_streams [--rows N]
 """
 
@@ -36,10 +39,55 @@ def _key(row: RowChange) -> int:
     return int((image or {})["id"])  # type: ignore[arg-type]
 
 
+def _clean(staging: Staging) -> None:
+    for key in staging.client.scan_iter(f"{staging.prefix}*"):
+        staging.client.delete(key)
+
+
+def _deliver_only(messages: int) -> None:
+    """Run the worker with each batch counted, not staged; print the seconds from the first
+    batch to the last message."""
+    from streams import worker
+
+    first: list[float] = []
+    seen = [0]
+
+    def count(self: worker.MessageStager, records: list[worker.Record]) -> None:
+        first[:] = first or [time.perf_counter()]
+        seen[0] += len(records)
+        if seen[0] >= messages:
+            print(time.perf_counter() - first[0], flush=True)
+
+    worker.MessageStager.stage_batch = count  # type: ignore[method-assign]
+    worker.run_worker(load_settings())
+
+
+def _time_delivery(topic: str, messages: int) -> float:
+    env = {**os.environ, "TICDC_SINK_TOPICS": topic, "TICDC_SINK_GROUP": f"{topic}-deliver"}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bench_streams", "--deliver-only", str(messages)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        return float(child.stdout.readline())
+    finally:
+        os.killpg(child.pid, signal.SIGTERM)
+        child.wait(timeout=60)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=64_000)
+    parser.add_argument("--deliver-only", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.deliver_only:
+        _deliver_only(args.deliver_only)
+        return
     settings = load_settings()
     topic = f"bench-streams-{uuid.uuid4().hex[:8]}"
     rows = make_rows(args.rows)
@@ -76,16 +124,20 @@ def main() -> None:
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
-        for key in staging.client.scan_iter(f"{staging.prefix}*"):
-            staging.client.delete(key)
+        _clean(staging)
 
+    deliver_rate = len(rows) / _time_delivery(topic, len(messages))
+    _clean(Staging(staging.client, f"{topic}-deliver"))
     print(
         f"{len(rows)} Open Protocol row events, 16 per message, {PARTITIONS} partitions, 1 worker"
     )
-    print(f"{'path':34} {'rows/s':>10}")
-    print(f"{'decode only (same messages)':34} {decode_rate:10,.0f}")
-    print(f"{'Kafka -> worker -> Redis staging':34} {stage_rate:10,.0f}")
-    print(f"{'ratio':34} {stage_rate / decode_rate:10.2f}")
+    print(f"{'path':36} {'rows/s':>10} {'ratio':>7}")
+    for label, rate in [
+        ("decode only (same messages)", decode_rate),
+        ("Kafka -> worker -> Redis staging", stage_rate),
+        ("Kafka -> worker, counted, not staged", deliver_rate),
+    ]:
+        print(f"{label:36} {rate:10,.0f} {rate / decode_rate:7.2f}")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from typing import Any
 import msgpack
 import redis
 
-from streams.model import ColumnType, DDLEvent, Op, RowChange, Value, column_type
+from streams.model import DDLEvent, RowChange, Value
+from streams.packed import pack_row, unpack_row
 
 TS_DIGITS = 16
 OFFSET_DIGITS = 16
@@ -44,8 +45,6 @@ ROW_PREFIX = TS_DIGITS + OFFSET_DIGITS + INDEX_DIGITS
 DDL_PREFIX = TS_DIGITS + 8
 # Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition.
 RELEASE_PAGE = 5_000
-_OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
-_OPS_BACK = {code: op for op, code in _OPS.items()}
 
 
 def ts_hex(ts: int) -> bytes:
@@ -63,40 +62,6 @@ class TopicPartition:
         return f"{self.topic}:{self.partition}"
 
 
-def pack_row(row: RowChange) -> bytes:
-    """A row change as compact bytes (msgpack keeps bytes and 64-bit integers exact)."""
-    columns = [[name, kind.mysql_type, kind.flags] for name, kind in row.columns.items()]
-    return msgpack.packb(  # type: ignore[no-any-return]
-        [
-            _OPS[row.op],
-            row.schema,
-            row.table,
-            columns,
-            row.new,
-            row.old,
-            row.partition_id,
-            row.handle_key_only,
-        ],
-        use_bin_type=True,
-    )
-
-
-def unpack_row(commit_ts: int, data: bytes) -> RowChange:
-    op, schema, table, columns, new, old, partition, key_only = msgpack.unpackb(data, raw=False)
-    kinds: dict[str, ColumnType] = {name: column_type(t, f) for name, t, f in columns}
-    return RowChange(
-        commit_ts,
-        schema,
-        table,
-        _OPS_BACK[op],
-        kinds,
-        new,
-        old,
-        partition_id=partition,
-        handle_key_only=key_only,
-    )
-
-
 def pack_ddl(ddl: DDLEvent) -> bytes:
     return msgpack.packb(  # type: ignore[no-any-return]
         [ddl.schema, ddl.table, ddl.query, ddl.ddl_type], use_bin_type=True
@@ -108,8 +73,9 @@ def unpack_ddl(commit_ts: int, data: bytes) -> DDLEvent:
     return DDLEvent(commit_ts, schema, table, query, ddl_type)
 
 
-def row_member(row: RowChange, offset: int, index: int) -> bytes:
-    return ts_hex(row.commit_ts) + b"%016x%04x" % (offset, index) + pack_row(row)
+def row_member(commit_ts: int, offset: int, index: int, packed: bytes) -> bytes:
+    """A packed row's sorted-set member: commit ts, Kafka offset and event index, then the row."""
+    return b"%016x%016x%04x" % (commit_ts, offset, index) + packed
 
 
 def ddl_args(ddl: DDLEvent) -> list[bytes]:
@@ -129,20 +95,13 @@ if staged and tonumber(staged) >= tonumber(ARGV[2]) then
   return 0
 end
 local rows = tonumber(ARGV[4])
-local bytes = 0
-local batch = {}
-for i = 1, rows do
-  local member = ARGV[4 + i]
-  batch[#batch + 1] = 0
-  batch[#batch + 1] = member
-  bytes = bytes + string.len(member)
-  -- ZADD in slices: one call per row costs more than the row itself.
-  if #batch >= 256 or i == rows then
-    redis.call('ZADD', KEYS[1], unpack(batch))
-    batch = {}
-  end
+-- The rows come as ZADD's score/member pairs, added in slices (Lua's stack is bounded) and
+-- never copied into Lua tables: per row, that copying cost more than the ZADD itself.
+local last = 5 + 2 * rows
+for i = 6, last, 512 do
+  redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 511, last)))
 end
-for i = 5 + rows, #ARGV, 3 do
+for i = last + 1, #ARGV, 3 do
   -- A DDL is staged once, the first time any partition delivers it; its sequence number keeps
   -- DDLs that share a commit ts (one split job) in the order the job ran them.
   local id = ARGV[i] .. ARGV[i + 1]
@@ -162,7 +121,7 @@ end
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 if rows > 0 then
   redis.call('HINCRBY', KEYS[5], 'rows', rows)
-  redis.call('HINCRBY', KEYS[5], 'bytes', bytes)
+  redis.call('HINCRBY', KEYS[5], 'bytes', ARGV[5])
 end
 return 1
 """
@@ -223,9 +182,25 @@ class Staging:
         Returns 1 when staged and 0 when the offset was staged before (with ``pipe``, the result
         arrives when the pipeline executes).
         """
-        members = [row_member(row, offset, i) for i, row in enumerate(rows)]
-        args = [tp.field, offset, "" if watermark is None else ts_hex(watermark), len(members)]
-        args += members
+        packed = [(row.commit_ts, pack_row(row)) for row in rows]
+        return self.stage_packed(tp, offset, packed, ddls, watermark, pipe)
+
+    def stage_packed(
+        self,
+        tp: TopicPartition,
+        offset: int,
+        rows: Sequence[tuple[int, bytes]],
+        ddls: Sequence[DDLEvent] = (),
+        watermark: int | None = None,
+        pipe: Any | None = None,
+    ) -> Any:
+        """:meth:`stage` for rows already packed, as (commit ts, packed row)."""
+        members = [row_member(ts, offset, i, packed) for i, (ts, packed) in enumerate(rows)]
+        mark = "" if watermark is None else ts_hex(watermark)
+        args = [tp.field, offset, mark, len(members), sum(map(len, members))]
+        scored: list[Any] = [0] * (2 * len(members))
+        scored[1::2] = members
+        args += scored
         for ddl in ddls:
             args += ddl_args(ddl)
         keys = [
@@ -286,7 +261,7 @@ class Staging:
         self, entry: bytes, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
     ) -> None:
         """Stage a held message's rows now that it decodes, and let its partition move on."""
-        members = [row_member(row, offset, i) for i, row in enumerate(rows)]
+        members = [row_member(r.commit_ts, offset, i, pack_row(r)) for i, r in enumerate(rows)]
         pipe = self.client.pipeline()
         if members:
             pipe.zadd(self.rows_key(tp), dict.fromkeys(members, 0))
@@ -443,4 +418,4 @@ class Staging:
         return removed_rows
 
 
-__all__ = ["Barrier", "Staging", "TopicPartition", "Value", "pack_row", "unpack_row"]
+__all__ = ["Barrier", "Staging", "TopicPartition", "Value"]

@@ -130,6 +130,15 @@ class MessageStager:
 
     def _stage(self, record: Record, pipe: Any) -> None:
         tp, offset, key, value = record
+        # The fast path: rows packed straight from the wire (a row without a commit ts goes the
+        # long way, which dead-letters it).
+        packed = self.codec.decode_packed(key, value or b"")
+        if packed is not None and all(ts for ts, _ in packed[0]):
+            rows, marks = packed
+            self._count(tp, len(rows), marks)
+            watermark = max(marks) if marks else None
+            self.staging.stage_packed(tp, offset, rows, (), watermark, pipe=pipe)
+            return
         try:
             events = self.codec.decode(key, value or b"")
         except MissingSchemaError as missing:
@@ -149,15 +158,18 @@ class MessageStager:
             return
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
+        self._count(tp, len(rows), marks)
+        self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
+
+    def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
         pipeline = self.staging.pipeline
-        EVENTS_DECODED.labels(pipeline, "row").inc(len(rows))
-        ROWS_STAGED.labels(pipeline).inc(len(rows))
+        EVENTS_DECODED.labels(pipeline, "row").inc(rows)
+        ROWS_STAGED.labels(pipeline).inc(rows)
         if marks:
             EVENTS_DECODED.labels(pipeline, "resolved").inc(len(marks))
             PARTITION_WATERMARK.labels(pipeline, tp.topic, str(tp.partition)).set(
                 tso_seconds(max(marks))
             )
-        self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
 
     def _quarantine(self, record: Record, error: DecodeError, pipe: Any) -> None:
         """A message that cannot be staged: halt, or dead-letter it and go on."""

@@ -18,12 +18,21 @@ pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Option<T> {
 }
 
 /// Whether `data` holds a `\uD...` escape: serde_json does not pair the surrogates of strings it
-/// skips, orjson refuses a lone one anywhere. Rare (Go writes non-ASCII as UTF-8): left to Python,
-/// as is an escaped backslash followed by `uD` text.
+/// skips, orjson refuses a lone one anywhere. Rare (Go writes non-ASCII as UTF-8): left to Python.
 fn has_surrogate_escape(data: &[u8]) -> bool {
-    memchr::memchr_iter(b'\\', data).any(|at| {
-        data.get(at + 1) == Some(&b'u') && data.get(at + 2).is_some_and(|b| b | 0x20 == b'd')
-    })
+    let mut from = 0;
+    while let Some(found) = memchr::memchr(b'\\', &data[from..]) {
+        let at = from + found;
+        match data.get(at + 1) {
+            Some(b'u') if data.get(at + 2).is_some_and(|b| b | 0x20 == b'd') => return true,
+            // An escape is two characters at least: `\\u` is a backslash, then text.
+            _ => from = at + 2,
+        }
+        if from >= data.len() {
+            return false;
+        }
+    }
+    false
 }
 
 /// A string borrowed from the input where it has no escapes.
@@ -153,5 +162,7 @@ mod tests {
         assert!(!has_surrogate_escape(br#"{"a":"\u00e9\\","b":"\n"}"#));
         assert!(!has_surrogate_escape(b"\\"));
         assert!(!has_surrogate_escape(b"\\u"));
+        assert!(!has_surrogate_escape(br#"{"a":"\\ud800"}"#));
+        assert!(has_surrogate_escape(br#"{"a":"\\\ud800"}"#));
     }
 }

@@ -9,6 +9,7 @@ mod craft;
 mod go_string;
 mod json;
 mod model;
+mod msgpack;
 mod open_protocol;
 mod simple;
 

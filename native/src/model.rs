@@ -1,9 +1,14 @@
-//! The Python event model the decoders build: `RowChange` and `Resolved`, and the row ops.
+//! The Python event model the decoders build (`RowChange`, `Resolved`, the row ops) and the
+//! values rows hold.
+
+use std::borrow::Cow;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyString, PyType};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyString, PyType};
+
+use crate::msgpack;
 
 const ROW_FIELDS: [&str; 9] = [
     "commit_ts",
@@ -133,5 +138,43 @@ impl<const N: usize> Builder<N> {
             }
         }
         Ok(object)
+    }
+}
+
+/// A column value as the model holds it: None, bool, int, float, str or bytes.
+pub enum Value<'a> {
+    Null,
+    Bool(bool),
+    Signed(i64),
+    Unsigned(u64),
+    Float(f64),
+    Text(Cow<'a, str>),
+    Bytes(Cow<'a, [u8]>),
+}
+
+impl Value<'_> {
+    pub fn to_py<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(match self {
+            Value::Null => py.None().into_bound(py),
+            Value::Bool(value) => PyBool::new(py, *value).to_owned().into_any(),
+            Value::Signed(value) => value.into_pyobject(py)?.into_any(),
+            Value::Unsigned(value) => value.into_pyobject(py)?.into_any(),
+            Value::Float(value) => PyFloat::new(py, *value).into_any(),
+            Value::Text(text) => PyString::new(py, text).into_any(),
+            Value::Bytes(data) => PyBytes::new(py, data).into_any(),
+        })
+    }
+
+    /// The value in the packed form of a row (see `streams/packed.py`).
+    pub fn pack(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Null => msgpack::nil(out),
+            Value::Bool(value) => msgpack::boolean(out, *value),
+            Value::Signed(value) => msgpack::signed(out, *value),
+            Value::Unsigned(value) => msgpack::unsigned(out, *value),
+            Value::Float(value) => msgpack::float(out, *value),
+            Value::Text(text) => msgpack::text(out, text),
+            Value::Bytes(data) => msgpack::binary(out, data),
+        }
     }
 }

@@ -1,9 +1,10 @@
-//! TiCDC Open Protocol: row and resolved events of well-formed messages, as Python objects.
+//! TiCDC Open Protocol: row and resolved events of well-formed messages, as Python objects or
+//! as packed rows.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,7 +15,8 @@ use serde_json::value::RawValue;
 
 use crate::go_string;
 use crate::json::{flag, integer_text, parse, string, Ordered};
-use crate::model::{Model, Row};
+use crate::model::{Model, Row, Value};
+use crate::msgpack;
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -89,107 +91,269 @@ impl OpenDecoder {
         value: &[u8],
         kinds: &Bound<'py, PyDict>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        match self.events(py, key, value, kinds) {
-            Ok(events) => Ok(Some(events)),
-            Err(Refusal::Fallback) => Ok(None),
-            Err(Refusal::Python(error)) => Err(error),
-        }
+        let events = PyList::empty(py);
+        let decoded = self.each_event(key, value, |event| {
+            let made = match event {
+                Event::Resolved(ts) => self.model.get().resolved(py, ts)?,
+                Event::Row(ts, row) => self.row(py, ts, row, kinds)?,
+            };
+            Ok(events.append(made)?)
+        });
+        accepted(decoded).map(|taken| taken.map(|()| events))
     }
-}
 
-impl OpenDecoder {
-    fn events<'py>(
+    /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
+    /// when the Python codec must decide: what `decode` would return, already packed.
+    #[allow(clippy::type_complexity)]
+    fn decode_packed<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
         value: &[u8],
-        kinds: &Bound<'py, PyDict>,
-    ) -> Outcome<Bound<'py, PyList>> {
+    ) -> PyResult<Option<(Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>)>> {
+        let (mut rows, mut resolved) = (Vec::new(), Vec::new());
+        let mut buffer = Vec::with_capacity(1024);
+        let decoded = self.each_event(key, value, |event| {
+            match event {
+                Event::Resolved(ts) => resolved.push(ts),
+                Event::Row(ts, row) => {
+                    buffer.clear();
+                    pack_row(row, &mut buffer)?;
+                    rows.push((ts, PyBytes::new(py, &buffer)));
+                }
+            }
+            Ok(())
+        });
+        accepted(decoded).map(|taken| taken.map(|()| (rows, resolved)))
+    }
+}
+
+fn accepted<T>(outcome: Outcome<T>) -> PyResult<Option<T>> {
+    match outcome {
+        Ok(value) => Ok(Some(value)),
+        Err(Refusal::Fallback) => Ok(None),
+        Err(Refusal::Python(error)) => Err(error),
+    }
+}
+
+/// One event of a message, its fields checked and its row body parsed.
+enum Event<'a> {
+    Resolved(u64),
+    Row(u64, RowParts<'a>),
+}
+
+struct RowParts<'a> {
+    schema: Cow<'a, str>,
+    table: Cow<'a, str>,
+    handle_key_only: bool,
+    partition_id: Option<Value<'a>>,
+    op: usize,
+    /// The new image (insert, update) or the deleted one.
+    image: Entries<'a>,
+    /// An update's old image.
+    previous: Option<Entries<'a>>,
+}
+
+impl OpenDecoder {
+    /// Calls `take` with each event of the message, in order.
+    fn each_event<'a>(
+        &self,
+        key: &'a [u8],
+        value: &'a [u8],
+        mut take: impl FnMut(Event<'a>) -> Outcome<()>,
+    ) -> Outcome<()> {
         let version = u64::from_be_bytes(key.get(..8).or_fallback()?.try_into().unwrap());
         if version != VERSION {
             return Err(Refusal::Fallback);
         }
         let keys = frames(key, 8).or_fallback()?;
-        let values = frames(value, 0).or_fallback()?;
+        let mut values = frames(value, 0).or_fallback()?;
+        if values.is_empty() {
+            // Resolved events may come without values (a row event then fails to parse).
+            values = vec![&[][..]; keys.len()];
+        }
         if keys.len() != values.len() {
             return Err(Refusal::Fallback);
         }
-        let events = PyList::empty(py);
         for (key, value) in keys.into_iter().zip(values) {
-            events.append(self.event(py, key, value, kinds)?)?;
+            let header: Header = parse(key).or_fallback()?;
+            let ts = unsigned(header.ts).or_fallback()?;
+            take(match unsigned(header.t) {
+                Some(KEY_RESOLVED) => Event::Resolved(ts),
+                Some(KEY_ROW) => Event::Row(ts, row_parts(&header, value)?),
+                // DDL (rare) and anything unknown: the Python codec.
+                _ => return Err(Refusal::Fallback),
+            })?;
         }
-        Ok(events)
-    }
-
-    fn event<'py>(
-        &self,
-        py: Python<'py>,
-        key: &[u8],
-        value: &[u8],
-        kinds: &Bound<'py, PyDict>,
-    ) -> Outcome<Bound<'py, PyAny>> {
-        let header: Header = parse(key).or_fallback()?;
-        let ts = unsigned(header.ts).or_fallback()?;
-        match unsigned(header.t) {
-            Some(KEY_RESOLVED) => Ok(self.model.get().resolved(py, ts)?),
-            Some(KEY_ROW) => self.row(py, ts, &header, value, kinds),
-            // DDL (rare) and anything unknown: the Python codec.
-            _ => Err(Refusal::Fallback),
-        }
+        Ok(())
     }
 
     fn row<'py>(
         &self,
         py: Python<'py>,
         ts: u64,
-        header: &Header<'_>,
-        value: &[u8],
+        row: RowParts<'_>,
         kinds: &Bound<'py, PyDict>,
     ) -> Outcome<Bound<'py, PyAny>> {
-        let schema = optional_text(header.scm).or_fallback()?;
-        let table = optional_text(header.tbl).or_fallback()?;
-        let handle_key_only = flag(header.ohk).or_fallback()?;
-        // A claim-check location is the Python codec's error to raise.
-        let no_claim_check = flag(header.ccl) == Some(false);
-        if !no_claim_check && header.ccl.map(RawValue::get) != Some("\"\"") {
-            return Err(Refusal::Fallback);
-        }
-        // Python keeps an integer partition id and drops any other JSON there.
-        let partition_id = match header.ptn.map(|raw| scalar(py, raw)).transpose()? {
-            Some(id) if id.is_exact_instance_of::<pyo3::types::PyInt>() => Some(id),
-            _ => None,
-        };
-        let body: Body = parse(value).or_fallback()?;
         let columns = PyDict::new(py);
         let mut cache = self
             .cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut image = |raw| image(py, raw, kinds, &columns, &mut cache).map(Bound::into_any);
-        let (op, new, old) = if let Some(deleted) = body.d {
-            (2, None, Some(image(deleted)?))
-        } else if let Some(upserted) = body.u {
-            let new = Some(image(upserted)?);
-            match body.p {
-                Some(previous) => (1, new, Some(image(previous)?)),
-                None => (0, new, None),
-            }
-        } else {
-            return Err(Refusal::Fallback);
+        let first = Some(image(row.image)?);
+        let previous = row.previous.map(&mut image).transpose()?;
+        let (new, old) = match row.op {
+            2 => (None, first),
+            _ => (first, previous),
         };
+        let partition_id = row.partition_id.map(|id| id.to_py(py)).transpose()?;
         let row = Row {
             commit_ts: ts,
-            schema: PyString::new(py, &schema.unwrap_or_default()),
-            table: PyString::new(py, &table.unwrap_or_default()),
-            op,
+            schema: PyString::new(py, &row.schema),
+            table: PyString::new(py, &row.table),
+            op: row.op,
             columns: columns.into_any(),
             new,
             old,
             partition_id,
-            handle_key_only,
+            handle_key_only: row.handle_key_only,
         };
         Ok(self.model.get().row(py, row)?)
     }
+}
+
+/// A row event's key fields and parsed value, as far as both ways of building it share them.
+fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> {
+    let schema = optional_text(header.scm).or_fallback()?;
+    let table = optional_text(header.tbl).or_fallback()?;
+    let handle_key_only = flag(header.ohk).or_fallback()?;
+    // A claim-check location is the Python codec's error to raise.
+    let no_claim_check = flag(header.ccl) == Some(false);
+    if !no_claim_check && header.ccl.map(RawValue::get) != Some("\"\"") {
+        return Err(Refusal::Fallback);
+    }
+    // Python keeps an integer partition id and drops any other JSON there.
+    let partition_id = match header.ptn.map(scalar).transpose()? {
+        Some(id @ (Value::Signed(_) | Value::Unsigned(_))) => Some(id),
+        _ => None,
+    };
+    let body: Body = parse(value).or_fallback()?;
+    let (op, image, previous) = if let Some(deleted) = body.d {
+        (2, deleted, None)
+    } else if let Some(upserted) = body.u {
+        (if body.p.is_some() { 1 } else { 0 }, upserted, body.p)
+    } else {
+        return Err(Refusal::Fallback);
+    };
+    Ok(RowParts {
+        schema: schema.unwrap_or_default(),
+        table: table.unwrap_or_default(),
+        handle_key_only,
+        partition_id,
+        op,
+        image,
+        previous,
+    })
+}
+
+/// A row in the packed form `streams/packed.py` reads (msgpack of op, schema, table, columns,
+/// new, old, partition id, handle-key-only), built as Python would pack the decoded row.
+fn pack_row(row: RowParts<'_>, out: &mut Vec<u8>) -> Outcome<()> {
+    let first = packed_image(row.image)?;
+    let previous = row.previous.map(packed_image).transpose()?;
+    // `columns`: the first image's columns, then any only the old image has; a column in both
+    // keeps its place and takes the old image's type, as the dict Python fills in that order.
+    let mut columns: Vec<(&str, u32, u32)> = first
+        .iter()
+        .map(|c| (c.name(), c.kind.0, c.kind.1))
+        .collect();
+    if let Some(previous) = &previous {
+        let mut sorted: Vec<usize> = (0..columns.len()).collect();
+        sorted.sort_unstable_by_key(|&i| columns[i].0);
+        for (position, column) in previous.iter().enumerate() {
+            let at = match columns.get(position) {
+                Some(same) if same.0 == column.name() => Some(position),
+                _ => sorted
+                    .binary_search_by_key(&column.name(), |&i| columns[i].0)
+                    .ok()
+                    .map(|found| sorted[found]),
+            };
+            match at {
+                Some(at) => columns[at] = (column.name(), column.kind.0, column.kind.1),
+                None => columns.push((column.name(), column.kind.0, column.kind.1)),
+            }
+        }
+    }
+    msgpack::array(out, 8);
+    msgpack::unsigned(out, row.op as u64);
+    msgpack::text(out, &row.schema);
+    msgpack::text(out, &row.table);
+    msgpack::array(out, columns.len());
+    for (name, mysql_type, flags) in &columns {
+        msgpack::array(out, 3);
+        msgpack::text(out, name);
+        msgpack::unsigned(out, u64::from(*mysql_type));
+        msgpack::unsigned(out, u64::from(*flags));
+    }
+    let (new, old) = match row.op {
+        2 => (None, Some(first)),
+        _ => (Some(first), previous),
+    };
+    for image in [new, old] {
+        match image {
+            None => msgpack::nil(out),
+            Some(image) => {
+                msgpack::map(out, image.len());
+                for column in &image {
+                    msgpack::text(out, column.name());
+                    column.value.pack(out);
+                }
+            }
+        }
+    }
+    match &row.partition_id {
+        Some(id) => id.pack(out),
+        None => msgpack::nil(out),
+    }
+    msgpack::boolean(out, row.handle_key_only);
+    Ok(())
+}
+
+/// A column of an image: its name, (type, flags) and value.
+struct Cell<'a> {
+    name: Cow<'a, str>,
+    kind: (u32, u32),
+    value: Value<'a>,
+}
+
+impl Cell<'_> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// An image's cells; refused when a name repeats (a dict would merge them: Python decides).
+fn packed_image(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
+    let mut cells = Vec::with_capacity(entries.0.len());
+    for (name, column) in entries.0 {
+        let (mysql_type, flags) = column_kind(&column)?;
+        let value = match column.v {
+            None => Value::Null,
+            Some(value) => cell(value, mysql_type, flags)?,
+        };
+        cells.push(Cell {
+            name,
+            kind: (mysql_type, flags),
+            value,
+        });
+    }
+    let mut names: Vec<&str> = cells.iter().map(Cell::name).collect();
+    names.sort_unstable();
+    if names.windows(2).any(|pair| pair[0] == pair[1]) {
+        return Err(Refusal::Fallback);
+    }
+    Ok(cells)
 }
 
 /// A key's fields, each kept as its JSON text; other fields are ignored, as Python does.
@@ -264,17 +428,7 @@ fn image<'py>(
 ) -> Outcome<Bound<'py, PyDict>> {
     let image = PyDict::new(py);
     for (name, column) in entries.0 {
-        let flags = match column.f.map(RawValue::get) {
-            None | Some("null") => {
-                if column.h.map(RawValue::get) == Some("true") {
-                    HANDLE_KEY
-                } else {
-                    0
-                }
-            }
-            Some(text) => below(text, 1 << 16).or_fallback()?,
-        };
-        let mysql_type = below(column.t.or_fallback()?.get(), 256).or_fallback()?;
+        let (mysql_type, flags) = column_kind(&column)?;
         let code = mysql_type << 16 | flags;
         let kind = match cache.kinds.get(&code) {
             Some(kind) => kind.bind(py).clone(),
@@ -287,7 +441,7 @@ fn image<'py>(
         };
         let value = match column.v {
             None => py.None().into_bound(py),
-            Some(value) => cell(py, value, mysql_type, flags)?,
+            Some(value) => cell(value, mysql_type, flags)?.to_py(py)?,
         };
         let name = match cache.names.get(name.as_ref()) {
             Some(known) => known.bind(py).clone(),
@@ -308,49 +462,61 @@ fn image<'py>(
     Ok(image)
 }
 
+/// A column's MySQL type and flags (a missing `f` from `h`, as older TiCDC writes it).
+fn column_kind(column: &Column<'_>) -> Outcome<(u32, u32)> {
+    let flags = match column.f.map(RawValue::get) {
+        None | Some("null") => {
+            if column.h.map(RawValue::get) == Some("true") {
+                HANDLE_KEY
+            } else {
+                0
+            }
+        }
+        Some(text) => below(text, 1 << 16).or_fallback()?,
+    };
+    let mysql_type = below(column.t.or_fallback()?.get(), 256).or_fallback()?;
+    Ok((mysql_type, flags))
+}
+
 /// A column's value as the model holds it: BLOB/TEXT from base64, binary CHAR from Go quoting.
-fn cell<'py>(
-    py: Python<'py>,
-    raw: &RawValue,
-    mysql_type: u32,
-    flags: u32,
-) -> Outcome<Bound<'py, PyAny>> {
+fn cell(raw: &RawValue, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
     if !raw.get().starts_with('"') {
-        return scalar(py, raw);
+        return scalar(raw);
     }
     let text = string(raw).or_fallback()?;
     Ok(if (249..=252).contains(&mysql_type) {
         let data = STANDARD.decode(text.as_bytes()).ok().or_fallback()?;
-        match std::str::from_utf8(&data) {
-            Ok(text) if flags & BINARY == 0 => PyString::new(py, text).into_any(),
-            _ => PyBytes::new(py, &data).into_any(),
+        match String::from_utf8(data) {
+            Ok(text) if flags & BINARY == 0 => Value::Text(Cow::Owned(text)),
+            Ok(text) => Value::Bytes(Cow::Owned(text.into_bytes())),
+            Err(not_text) => Value::Bytes(Cow::Owned(not_text.into_bytes())),
         }
     } else if matches!(mysql_type, 15 | 253 | 254) && flags & BINARY != 0 {
-        PyBytes::new(py, &go_string::unquote(&text).or_fallback()?).into_any()
+        Value::Bytes(Cow::Owned(go_string::unquote(&text).or_fallback()?))
     } else {
-        PyString::new(py, &text).into_any()
+        Value::Text(text)
     })
 }
 
 /// A JSON scalar as orjson reads it (an int within 64 bits, a finite float); else refused.
-fn scalar<'py>(py: Python<'py>, raw: &RawValue) -> Outcome<Bound<'py, PyAny>> {
+fn scalar(raw: &RawValue) -> Outcome<Value<'_>> {
     let text = raw.get();
     Ok(match text {
-        "null" => py.None().into_bound(py),
-        "true" => PyBool::new(py, true).to_owned().into_any(),
-        "false" => PyBool::new(py, false).to_owned().into_any(),
-        _ if text.starts_with('"') => PyString::new(py, &string(raw).or_fallback()?).into_any(),
+        "null" => Value::Null,
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ if text.starts_with('"') => Value::Text(string(raw).or_fallback()?),
         _ if text.starts_with(['[', '{']) => return Err(Refusal::Fallback),
         _ if !text.contains(['.', 'e', 'E']) => match integer_text(text).or_fallback()? {
-            Ok(signed) => signed.into_pyobject(py)?.into_any(),
-            Err(unsigned) => unsigned.into_pyobject(py)?.into_any(),
+            Ok(signed) => Value::Signed(signed),
+            Err(unsigned) => Value::Unsigned(unsigned),
         },
         _ => {
             let value: f64 = text.parse().ok().or_fallback()?;
             if !value.is_finite() {
                 return Err(Refusal::Fallback);
             }
-            PyFloat::new(py, value).into_any()
+            Value::Float(value)
         }
     })
 }

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from streams.model import Event
+from streams.packed import PackedEvents
 
 # A decoded message larger than this is refused: TiCDC's max-message-bytes tops out at 1 GiB and
 # the default is 10 MiB, so 256 MiB leaves room while bounding memory for hostile input.
@@ -30,6 +31,12 @@ class Codec(ABC):
     @abstractmethod
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         """The events of one message, in message order; raises ``DecodeError`` on bad input."""
+
+    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
+        """The message's rows already packed (see ``streams.packed``) and its resolved
+        timestamps, when a fast path takes a message of only those; otherwise None: call
+        :meth:`decode`."""
+        return None
 
     @abstractmethod
     def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:

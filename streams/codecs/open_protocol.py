@@ -31,6 +31,7 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.packed import PackedEvents
 
 PROTOCOL = "open"
 VERSION = 1
@@ -143,13 +144,9 @@ class OpenProtocolCodec(Codec):
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         # The native decoder takes well-formed messages; what it hands back is decoded here,
         # where anything wrong raises its DecodeError.
-        if (
-            self._native is not None
-            and key.__class__ is bytes
-            and value.__class__ is bytes
-            and len(key) + len(value) <= MAX_MESSAGE_BYTES
-        ):
-            events: list[Event] | None = self._native.decode(key, value, _KINDS)
+        native = self._native_for(key, value)
+        if native is not None:
+            events: list[Event] | None = native.decode(key, value, _KINDS)
             if events is not None:
                 return events
         if key is None or len(key) < 8:
@@ -249,6 +246,20 @@ class OpenProtocolCodec(Codec):
             partition_id=partition if partition.__class__ is int else None,
             handle_key_only=bool(header.get("ohk")),
         )
+
+    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
+        native = self._native_for(key, value)
+        return None if native is None else native.decode_packed(key, value)
+
+    def _native_for(self, key: bytes | None, value: bytes) -> Any:
+        """The native decoder, when there is one and this message is its to try."""
+        if (
+            type(key) is bytes
+            and type(value) is bytes
+            and len(key) + len(value) <= MAX_MESSAGE_BYTES
+        ):
+            return self._native
+        return None
 
     def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
         messages: list[KafkaMessage] = []

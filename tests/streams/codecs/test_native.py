@@ -4,6 +4,7 @@ accepts must decode to exactly the Python codec's events; anything else it hands
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,10 @@ from config.errors import DecodeError
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.native import native_module
-from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec
+from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Event, Op, Resolved, RowChange
+from streams.packed import pack_row
 from tests.conftest import IN_CI
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
@@ -75,7 +77,40 @@ class _Pair:
             return False
         # Equal, or equal as text: a fuzzed float may be NaN, which equals nothing.
         assert events == reference or repr(events) == repr(reference), (key, value)
+        if self.protocol == "open":
+            self._agree_packed(key, value, events)
         return True
+
+    def _agree_packed(self, key: bytes | None, value: bytes, events: list[Event]) -> None:
+        """Open Protocol's packed rows are what packing its decoded rows makes, byte for byte
+        (or handed back, which only an image naming a column twice may be)."""
+        packed = self.native_codec.decode_packed(key, value)
+        rows = [e for e in events if isinstance(e, RowChange)]
+        if packed is None:
+            assert rows and _names_a_column_twice(value), (key, value)
+            return
+        marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
+        assert packed == ([(r.commit_ts, pack_row(r)) for r in rows], marks), (key, value)
+
+
+class _RepeatedNameError(Exception):
+    pass
+
+
+def _names_a_column_twice(value: bytes) -> bool:
+    """Whether some object in the message names a member twice (a dict keeps one of them)."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({name for name, _ in pairs}) != len(pairs):
+            raise _RepeatedNameError
+        return dict(pairs)
+
+    try:
+        for frame in split_frames(value, 0, "value"):
+            json.loads(frame, object_pairs_hook=unique)
+    except _RepeatedNameError:
+        return True
+    return False
 
 
 def _native(protocol: str, key: bytes | None, value: bytes) -> list[Event] | None:
@@ -234,3 +269,26 @@ def test_a_model_the_native_side_does_not_build_is_refused(resolved: type) -> No
     module: Any = native_module()
     with pytest.raises(TypeError, match=r"native/src/model\.rs"):
         module.Model(RowChange, resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
+
+
+def _row(body: bytes) -> tuple[bytes, bytes]:
+    key = b'{"ts":1,"scm":"s","tbl":"t","t":1,"ptn":7}'
+    framed_key = (1).to_bytes(8, "big") + len(key).to_bytes(8, "big") + key
+    return framed_key, len(body).to_bytes(8, "big") + body
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # An old image with a column the new one lacks, and another type for a shared one.
+        b'{"u":{"a":{"t":3,"f":0,"v":1}},"p":{"b":{"t":3,"v":2},"a":{"t":8,"f":32,"v":1}}}',
+        # Images naming their columns in different orders.
+        b'{"u":{"a":{"t":3,"v":1},"b":{"t":15,"v":"x"}},"p":{"b":{"t":15,"v":"y"},"a":{"t":3}}}',
+        # A column named twice (a dict keeps the last value, in the first place).
+        b'{"d":{"a":{"t":3,"v":1},"b":{"t":3,"v":2},"a":{"t":8,"v":3}}}',
+        b'{"u":{"big":{"t":8,"f":32,"v":18446744073709551615},"neg":{"t":8,"v":-9223372036854775808}}}',
+    ],
+)
+def test_packed_rows_are_packed_decoded_rows(body: bytes) -> None:
+    key, value = _row(body)
+    assert _Pair("open").agree(key, value)

@@ -1,0 +1,54 @@
+"""The packed form of a row change: compact bytes that keep every value exact.
+
+Workers stage rows in this form and the sink reads them back; a codec with a native fast path
+produces it straight from the wire (``Codec.decode_packed``), byte for byte what :func:`pack_row`
+makes of the row it decodes. msgpack keeps bytes apart from text and 64-bit integers exact.
+"""
+
+from __future__ import annotations
+
+import msgpack
+
+from streams.model import ColumnType, Op, RowChange, column_type
+
+# The op codes, in the order the native decoders write them.
+_OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
+_OPS_BACK = {code: op for op, code in _OPS.items()}
+
+# A message's rows as (commit ts, packed row), and its resolved timestamps.
+PackedEvents = tuple[list[tuple[int, bytes]], list[int]]
+
+
+def pack_row(row: RowChange) -> bytes:
+    """``row`` as msgpack of op, schema, table, columns, new, old, partition id, key-only."""
+    columns = [[name, kind.mysql_type, kind.flags] for name, kind in row.columns.items()]
+    return msgpack.packb(  # type: ignore[no-any-return]
+        [
+            _OPS[row.op],
+            row.schema,
+            row.table,
+            columns,
+            row.new,
+            row.old,
+            row.partition_id,
+            row.handle_key_only,
+        ],
+        use_bin_type=True,
+    )
+
+
+def unpack_row(commit_ts: int, data: bytes) -> RowChange:
+    """The row change :func:`pack_row` packed (the commit ts travels beside it)."""
+    op, schema, table, columns, new, old, partition, key_only = msgpack.unpackb(data, raw=False)
+    kinds: dict[str, ColumnType] = {name: column_type(t, f) for name, t, f in columns}
+    return RowChange(
+        commit_ts,
+        schema,
+        table,
+        _OPS_BACK[op],
+        kinds,
+        new,
+        old,
+        partition_id=partition,
+        handle_key_only=key_only,
+    )
