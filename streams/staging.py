@@ -53,6 +53,17 @@ def ts_hex(ts: int) -> bytes:
 
 
 @dataclass(frozen=True, slots=True)
+class StagedMessage:
+    """One Kafka message's share of the staging area: its rows packed as (commit ts, packed
+    row), its DDL and the highest resolved ts it carries."""
+
+    offset: int
+    rows: Sequence[tuple[int, bytes]] = ()
+    ddls: Sequence[DDLEvent] = ()
+    watermark: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TopicPartition:
     topic: str
     partition: int
@@ -89,39 +100,55 @@ def _digest(body: bytes) -> bytes:
     return hashlib.sha1(body).hexdigest()[:16].encode()
 
 
+# Stages consecutive messages of one partition, each as one unit with its offset; a message at
+# or below the partition's staged offset (a replay) is skipped. ARGV: partition, message count,
+# then per message: offset, watermark ('' for none), rows, their bytes, the rows as ZADD's
+# score/member pairs, the DDL count, and per DDL its commit ts, identity and body.
 _STAGE = """
-local staged = redis.call('HGET', KEYS[2], ARGV[1])
-if staged and tonumber(staged) >= tonumber(ARGV[2]) then
+local staged = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+local first_staged = staged
+local rows_added, bytes_added = 0, 0
+local i = 3
+for _ = 1, tonumber(ARGV[2]) do
+  local offset, mark, rows = tonumber(ARGV[i]), ARGV[i + 1], tonumber(ARGV[i + 2])
+  local last = i + 3 + 2 * rows
+  local ddls = tonumber(ARGV[last + 1])
+  if offset > staged then
+    -- Rows are added in slices (Lua's stack is bounded) and never copied into Lua tables:
+    -- per row, that copying cost more than the ZADD itself.
+    for j = i + 4, last, 512 do
+      redis.call('ZADD', KEYS[1], unpack(ARGV, j, math.min(j + 511, last)))
+    end
+    for j = last + 2, last + 3 * ddls, 3 do
+      -- A DDL is staged once, the first time any partition delivers it; its sequence number
+      -- keeps DDLs that share a commit ts (one split job) in the order the job ran them.
+      local id = ARGV[j] .. ARGV[j + 1]
+      if not redis.call('HGET', KEYS[6], id) then
+        local seq = string.format('%08x', redis.call('HINCRBY', KEYS[6], '#seq', 1))
+        redis.call('HSET', KEYS[6], id, seq)
+        redis.call('ZADD', KEYS[4], 0, ARGV[j] .. seq .. ARGV[j + 2])
+      end
+    end
+    if mark ~= '' then
+      local current = redis.call('HGET', KEYS[3], ARGV[1])
+      if (not current) or mark > current then
+        redis.call('HSET', KEYS[3], ARGV[1], mark)
+        redis.call('ZADD', KEYS[7], 0, mark .. string.format('%016x', offset))
+      end
+    end
+    staged = offset
+    rows_added = rows_added + rows
+    bytes_added = bytes_added + tonumber(ARGV[i + 3])
+  end
+  i = last + 2 + 3 * ddls
+end
+if staged == first_staged then
   return 0
 end
-local rows = tonumber(ARGV[4])
--- The rows come as ZADD's score/member pairs, added in slices (Lua's stack is bounded) and
--- never copied into Lua tables: per row, that copying cost more than the ZADD itself.
-local last = 5 + 2 * rows
-for i = 6, last, 512 do
-  redis.call('ZADD', KEYS[1], unpack(ARGV, i, math.min(i + 511, last)))
-end
-for i = last + 1, #ARGV, 3 do
-  -- A DDL is staged once, the first time any partition delivers it; its sequence number keeps
-  -- DDLs that share a commit ts (one split job) in the order the job ran them.
-  local id = ARGV[i] .. ARGV[i + 1]
-  if not redis.call('HGET', KEYS[6], id) then
-    local seq = string.format('%08x', redis.call('HINCRBY', KEYS[6], '#seq', 1))
-    redis.call('HSET', KEYS[6], id, seq)
-    redis.call('ZADD', KEYS[4], 0, ARGV[i] .. seq .. ARGV[i + 2])
-  end
-end
-if ARGV[3] ~= '' then
-  local current = redis.call('HGET', KEYS[3], ARGV[1])
-  if (not current) or ARGV[3] > current then
-    redis.call('HSET', KEYS[3], ARGV[1], ARGV[3])
-    redis.call('ZADD', KEYS[7], 0, ARGV[3] .. string.format('%016x', tonumber(ARGV[2])))
-  end
-end
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
-if rows > 0 then
-  redis.call('HINCRBY', KEYS[5], 'rows', rows)
-  redis.call('HINCRBY', KEYS[5], 'bytes', ARGV[5])
+redis.call('HSET', KEYS[2], ARGV[1], string.format('%d', staged))
+if rows_added > 0 then
+  redis.call('HINCRBY', KEYS[5], 'rows', rows_added)
+  redis.call('HINCRBY', KEYS[5], 'bytes', bytes_added)
 end
 return 1
 """
@@ -183,26 +210,28 @@ class Staging:
         arrives when the pipeline executes).
         """
         packed = [(row.commit_ts, pack_row(row)) for row in rows]
-        return self.stage_packed(tp, offset, packed, ddls, watermark, pipe)
+        return self.stage_messages(tp, [StagedMessage(offset, packed, ddls, watermark)], pipe)
 
-    def stage_packed(
-        self,
-        tp: TopicPartition,
-        offset: int,
-        rows: Sequence[tuple[int, bytes]],
-        ddls: Sequence[DDLEvent] = (),
-        watermark: int | None = None,
-        pipe: Any | None = None,
+    def stage_messages(
+        self, tp: TopicPartition, messages: Sequence[StagedMessage], pipe: Any | None = None
     ) -> Any:
-        """:meth:`stage` for rows already packed, as (commit ts, packed row)."""
-        members = [row_member(ts, offset, i, packed) for i, (ts, packed) in enumerate(rows)]
-        mark = "" if watermark is None else ts_hex(watermark)
-        args = [tp.field, offset, mark, len(members), sum(map(len, members))]
-        scored: list[Any] = [0] * (2 * len(members))
-        scored[1::2] = members
-        args += scored
-        for ddl in ddls:
-            args += ddl_args(ddl)
+        """Stage consecutive messages of ``tp`` in one script call, each message with its offset
+        as one unit: those at or below the staged offset (replays) are skipped. Returns 1 when
+        any was staged, else 0."""
+        args: list[Any] = [tp.field, len(messages)]
+        for message in messages:
+            members = [
+                row_member(ts, message.offset, i, packed)
+                for i, (ts, packed) in enumerate(message.rows)
+            ]
+            mark = "" if message.watermark is None else ts_hex(message.watermark)
+            args += (message.offset, mark, len(members), sum(map(len, members)))
+            scored: list[Any] = [0] * (2 * len(members))
+            scored[1::2] = members
+            args += scored
+            args.append(len(message.ddls))
+            for ddl in message.ddls:
+                args += ddl_args(ddl)
         keys = [
             self.rows_key(tp),
             self.key("offsets"),
@@ -418,4 +447,4 @@ class Staging:
         return removed_rows
 
 
-__all__ = ["Barrier", "Staging", "TopicPartition", "Value"]
+__all__ = ["Barrier", "StagedMessage", "Staging", "TopicPartition", "Value"]

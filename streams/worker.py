@@ -32,8 +32,9 @@ from streams.metrics import (
     tso_seconds,
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
+from streams.packed import pack_row
 from streams.schema_store import RedisSchemaStore
-from streams.staging import Staging, TopicPartition
+from streams.staging import StagedMessage, Staging, TopicPartition
 from streams.status import kafka_offsets, snapshot
 
 log = logging.getLogger("ticdc_sink.worker")
@@ -77,8 +78,9 @@ class MessageStager:
     def stage_batch(self, records: Sequence[Record]) -> None:
         """Stage consecutive messages in one Redis round trip.
 
-        Each message is still its own atomic script call, applied in order, so a crash midway
-        leaves a prefix staged and the rest to be re-delivered.
+        Each partition's messages go in one script call that stages each message with its
+        offset as one unit, in order, so a crash midway leaves a prefix staged and the rest to
+        be re-delivered.
         """
         # Replays (a rebalance, a restart after a crash) are skipped before any decoding; the
         # staging script checks again, atomically, so a race between workers is still safe.
@@ -86,8 +88,11 @@ class MessageStager:
         fresh = [r for r in records if staged.get(r[0], -1) < r[1]]
         pipe = self.staging.client.pipeline(transaction=False)
         self._schemas_changed = False
+        by_partition: dict[TopicPartition, list[StagedMessage]] = {}
         for record in fresh:
-            self._stage(record, pipe)
+            by_partition.setdefault(record[0], []).append(self._stage(record, pipe))
+        for tp, messages in by_partition.items():
+            self.staging.stage_messages(tp, messages, pipe)
         pipe.execute()
         for tp, offset, _, _ in fresh:
             self._last_staged[tp] = offset
@@ -128,7 +133,9 @@ class MessageStager:
             staged += 1
         return staged
 
-    def _stage(self, record: Record, pipe: Any) -> None:
+    def _stage(self, record: Record, pipe: Any) -> StagedMessage:
+        """What ``record`` stages; a dead letter or a held message also queues its own command
+        on ``pipe``."""
         tp, offset, key, value = record
         # The fast path: rows packed straight from the wire (a row without a commit ts goes the
         # long way, which dead-letters it).
@@ -136,30 +143,26 @@ class MessageStager:
         if packed is not None and all(ts for ts, _ in packed[0]):
             rows, marks = packed
             self._count(tp, len(rows), marks)
-            watermark = max(marks) if marks else None
-            self.staging.stage_packed(tp, offset, rows, (), watermark, pipe=pipe)
-            return
+            return StagedMessage(offset, rows, (), max(marks) if marks else None)
         try:
             events = self.codec.decode(key, value or b"")
         except MissingSchemaError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, pipe=pipe)
-            self.staging.stage(tp, offset, [], pipe=pipe)
-            return
+            return StagedMessage(offset)
         except DecodeError as error:
-            self._quarantine(record, error, pipe)
-            return
+            return self._quarantine(record, error, pipe)
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
         if any(change.commit_ts == 0 for change in (*rows, *ddls)):
             # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
-            self._quarantine(record, DecodeError(self.codec.protocol, NO_COMMIT_TS), pipe)
-            return
+            return self._quarantine(record, DecodeError(self.codec.protocol, NO_COMMIT_TS), pipe)
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         self._count(tp, len(rows), marks)
-        self.staging.stage(tp, offset, rows, ddls, max(marks) if marks else None, pipe=pipe)
+        packed_rows = [(row.commit_ts, pack_row(row)) for row in rows]
+        return StagedMessage(offset, packed_rows, ddls, max(marks) if marks else None)
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
         pipeline = self.staging.pipeline
@@ -171,13 +174,13 @@ class MessageStager:
                 tso_seconds(max(marks))
             )
 
-    def _quarantine(self, record: Record, error: DecodeError, pipe: Any) -> None:
+    def _quarantine(self, record: Record, error: DecodeError, pipe: Any) -> StagedMessage:
         """A message that cannot be staged: halt, or dead-letter it and go on."""
         if self.on_error is OnError.HALT:
             raise error
         self.dead_letter(record, error, pipe)
         # The offset still counts as staged, so a replay does not dead-letter it twice.
-        self.staging.stage(record[0], record[1], [], pipe=pipe)
+        return StagedMessage(record[1])
 
     def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
         tp, offset, key, value = record

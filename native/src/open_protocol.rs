@@ -92,7 +92,7 @@ impl OpenDecoder {
         kinds: &Bound<'py, PyDict>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let events = PyList::empty(py);
-        let decoded = self.each_event(key, value, |event| {
+        let decoded = each_event(key, value, |event| {
             let made = match event {
                 Event::Resolved(ts) => self.model.get().resolved(py, ts)?,
                 Event::Row(ts, row) => self.row(py, ts, row, kinds)?,
@@ -111,20 +111,32 @@ impl OpenDecoder {
         key: &[u8],
         value: &[u8],
     ) -> PyResult<Option<(Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>)>> {
-        let (mut rows, mut resolved) = (Vec::new(), Vec::new());
-        let mut buffer = Vec::with_capacity(1024);
-        let decoded = self.each_event(key, value, |event| {
-            match event {
-                Event::Resolved(ts) => resolved.push(ts),
-                Event::Row(ts, row) => {
-                    buffer.clear();
-                    pack_row(row, &mut buffer)?;
-                    rows.push((ts, PyBytes::new(py, &buffer)));
+        // Parsing and packing touch no Python object: other threads (Faust's consumer) run
+        // meanwhile.
+        let packed = py.detach(|| {
+            let (mut rows, mut resolved, mut buffer) = (Vec::new(), Vec::new(), Vec::new());
+            each_event(key, value, |event| {
+                match event {
+                    Event::Resolved(ts) => resolved.push(ts),
+                    Event::Row(ts, row) => {
+                        let start = buffer.len();
+                        pack_row(row, &mut buffer)?;
+                        rows.push((ts, start..buffer.len()));
+                    }
                 }
-            }
-            Ok(())
+                Ok(())
+            })
+            .map(|()| (rows, resolved, buffer))
         });
-        accepted(decoded).map(|taken| taken.map(|()| (rows, resolved)))
+        accepted(packed).map(|taken| {
+            taken.map(|(rows, resolved, buffer)| {
+                let rows = rows
+                    .into_iter()
+                    .map(|(ts, range)| (ts, PyBytes::new(py, &buffer[range])))
+                    .collect();
+                (rows, resolved)
+            })
+        })
     }
 }
 
@@ -155,39 +167,6 @@ struct RowParts<'a> {
 }
 
 impl OpenDecoder {
-    /// Calls `take` with each event of the message, in order.
-    fn each_event<'a>(
-        &self,
-        key: &'a [u8],
-        value: &'a [u8],
-        mut take: impl FnMut(Event<'a>) -> Outcome<()>,
-    ) -> Outcome<()> {
-        let version = u64::from_be_bytes(key.get(..8).or_fallback()?.try_into().unwrap());
-        if version != VERSION {
-            return Err(Refusal::Fallback);
-        }
-        let keys = frames(key, 8).or_fallback()?;
-        let mut values = frames(value, 0).or_fallback()?;
-        if values.is_empty() {
-            // Resolved events may come without values (a row event then fails to parse).
-            values = vec![&[][..]; keys.len()];
-        }
-        if keys.len() != values.len() {
-            return Err(Refusal::Fallback);
-        }
-        for (key, value) in keys.into_iter().zip(values) {
-            let header: Header = parse(key).or_fallback()?;
-            let ts = unsigned(header.ts).or_fallback()?;
-            take(match unsigned(header.t) {
-                Some(KEY_RESOLVED) => Event::Resolved(ts),
-                Some(KEY_ROW) => Event::Row(ts, row_parts(&header, value)?),
-                // DDL (rare) and anything unknown: the Python codec.
-                _ => return Err(Refusal::Fallback),
-            })?;
-        }
-        Ok(())
-    }
-
     fn row<'py>(
         &self,
         py: Python<'py>,
@@ -221,6 +200,38 @@ impl OpenDecoder {
         };
         Ok(self.model.get().row(py, row)?)
     }
+}
+
+/// Calls `take` with each event of the message, in order.
+fn each_event<'a>(
+    key: &'a [u8],
+    value: &'a [u8],
+    mut take: impl FnMut(Event<'a>) -> Outcome<()>,
+) -> Outcome<()> {
+    let version = u64::from_be_bytes(key.get(..8).or_fallback()?.try_into().unwrap());
+    if version != VERSION {
+        return Err(Refusal::Fallback);
+    }
+    let keys = frames(key, 8).or_fallback()?;
+    let mut values = frames(value, 0).or_fallback()?;
+    if values.is_empty() {
+        // Resolved events may come without values (a row event then fails to parse).
+        values = vec![&[][..]; keys.len()];
+    }
+    if keys.len() != values.len() {
+        return Err(Refusal::Fallback);
+    }
+    for (key, value) in keys.into_iter().zip(values) {
+        let header: Header = parse(key).or_fallback()?;
+        let ts = unsigned(header.ts).or_fallback()?;
+        take(match unsigned(header.t) {
+            Some(KEY_RESOLVED) => Event::Resolved(ts),
+            Some(KEY_ROW) => Event::Row(ts, row_parts(&header, value)?),
+            // DDL (rare) and anything unknown: the Python codec.
+            _ => return Err(Refusal::Fallback),
+        })?;
+    }
+    Ok(())
 }
 
 /// A row event's key fields and parsed value, as far as both ways of building it share them.
