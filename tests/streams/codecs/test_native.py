@@ -174,11 +174,14 @@ def test_conformance_vectors_decode_alike(conformance: Path) -> None:
     assert taken > 0
 
 
-def _one_column_row(column: bytes) -> tuple[bytes, bytes]:
-    key = b'{"ts":1,"scm":"s","tbl":"t","t":1}'
-    value = b'{"u":{"c":' + column + b"}}"
+def _framed(key: bytes, value: bytes) -> tuple[bytes, bytes]:
+    """One Open Protocol event as a message: version and length-prefixed key, framed value."""
     framed_key = (1).to_bytes(8, "big") + len(key).to_bytes(8, "big") + key
     return framed_key, len(value).to_bytes(8, "big") + value
+
+
+def _one_column_row(column: bytes) -> tuple[bytes, bytes]:
+    return _framed(b'{"ts":1,"scm":"s","tbl":"t","t":1}', b'{"u":{"c":' + column + b"}}")
 
 
 @pytest.mark.parametrize(
@@ -271,12 +274,6 @@ def test_a_model_the_native_side_does_not_build_is_refused(resolved: type) -> No
         module.Model(RowChange, resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
 
 
-def _row(body: bytes) -> tuple[bytes, bytes]:
-    key = b'{"ts":1,"scm":"s","tbl":"t","t":1,"ptn":7}'
-    framed_key = (1).to_bytes(8, "big") + len(key).to_bytes(8, "big") + key
-    return framed_key, len(body).to_bytes(8, "big") + body
-
-
 @pytest.mark.parametrize(
     "body",
     [
@@ -290,5 +287,5 @@ def _row(body: bytes) -> tuple[bytes, bytes]:
     ],
 )
 def test_packed_rows_are_packed_decoded_rows(body: bytes) -> None:
-    key, value = _row(body)
+    key, value = _framed(b'{"ts":1,"scm":"s","tbl":"t","t":1,"ptn":7}', body)
     assert _Pair("open").agree(key, value)
