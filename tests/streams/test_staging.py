@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from streams.model import DDLEvent, Op, RowChange, column_type
-from streams.staging import Barrier, Staging, TopicPartition
+from streams.packed import pack_row
+from streams.staging import Barrier, StagedMessage, Staging, TopicPartition
 
 pytestmark = pytest.mark.integration
 
@@ -50,6 +51,31 @@ def test_a_replayed_offset_is_skipped_and_copies_collapse(staging: Staging) -> N
     assert staging.stage(P0, 8, [row(BIG_TS + 1, 1)]) == 1
     assert staging.staged_offset(P0) == 8
     assert [r.new for r in staging.release(0, BIG_TS + 1)] == [{"id": 1, "v": "x"}]  # type: ignore[union-attr]
+
+
+def test_one_call_stages_the_new_messages_of_a_batch_and_skips_the_replays(
+    staging: Staging,
+) -> None:
+    staging.stage(P0, 5, [row(BIG_TS + 1, 1)])
+    packed = {n: [(BIG_TS + n, pack_row(row(BIG_TS + n, n)))] for n in range(4, 8)}
+    messages = [
+        StagedMessage(4, packed[4], watermark=BIG_TS + 40),  # replays: nothing of them counts
+        StagedMessage(5, packed[5]),
+        StagedMessage(6, packed[6], [DDLEvent(BIG_TS + 6, "db", "t", "q", 1)]),
+        StagedMessage(7, packed[7], watermark=BIG_TS + 7),
+    ]
+    assert staging.stage_messages(P0, messages) == 1
+    assert staging.staged_offset(P0) == 7
+    assert staging.staged_totals()[0] == 3
+    assert staging.watermarks()[P0] == BIG_TS + 7
+    released = list(staging.release(0, BIG_TS + 7))
+    assert [r.ddl.query if isinstance(r, Barrier) else r.new["id"] for r in released] == [  # type: ignore[union-attr]
+        1,
+        6,
+        "q",
+        7,
+    ]
+    assert staging.stage_messages(P0, messages) == 0
 
 
 def test_watermarks_never_go_back_and_an_idle_partition_blocks(staging: Staging) -> None:
