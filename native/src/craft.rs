@@ -1,15 +1,17 @@
-//! TiCDC Craft: row and resolved events of well-formed messages, as Python objects.
+//! TiCDC Craft: row and resolved events of well-formed messages, as Python objects or as
+//! packed rows.
 //!
 //! The layout, checks and value rules follow `streams/codecs/craft.py` step by step; where that
 //! codec raises, this one hands the message back.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use crate::model::{Model, Row};
+use crate::model::{self, Cell, Images, Model, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const TYPE_ROW: u64 = 1;
@@ -254,136 +256,110 @@ impl CraftDecoder {
         let Some(message) = Message::parse(value) else {
             return Ok(None);
         };
-        self.events(py, &message)
-    }
-}
-
-impl CraftDecoder {
-    fn events<'py>(
-        &self,
-        py: Python<'py>,
-        message: &Message<'_>,
-    ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let count = message.tables[1].len();
-        let Some(mut header) =
-            Reader::new(message.data, message.header_start, message.body_offsets[0])
-        else {
-            return Ok(None);
-        };
-        let chunks = (|| {
-            let timestamps = header.delta_uvarint_chunk(count)?;
-            let types = header.uvarint_chunk(count)?;
-            let partitions = header.delta_varint_chunk(count)?;
-            let schemas = header.delta_varint_chunk(count)?;
-            let tables = header.delta_varint_chunk(count)?;
-            (header.remaining() == 0).then_some((timestamps, types, partitions, schemas, tables))
-        })();
-        let Some((timestamps, types, partitions, schemas, tables)) = chunks else {
-            return Ok(None);
-        };
         let terms: Vec<Bound<'py, PyString>> =
             message.terms.iter().map(|t| PyString::new(py, t)).collect();
-        let term = |id: i64| -> Option<Option<Bound<'py, PyString>>> {
-            message.term(id)?;
-            Some(usize::try_from(id).ok().map(|i| terms[i].clone()))
-        };
-        let events = PyList::empty(py);
-        let mut rows = 0;
+        let empty = PyString::new(py, "");
+        let name = |term: Option<usize>| term.map_or_else(|| empty.clone(), |i| terms[i].clone());
         let mut kinds = self
             .kinds
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for index in 0..count {
-            let (Some(schema), Some(table)) = (term(schemas[index]), term(tables[index])) else {
-                return Ok(None);
+        let events = PyList::empty(py);
+        let mut failed = None;
+        let taken = each_event(&message, |event| {
+            let made = match event {
+                Event::Resolved(ts) => self.model.get().resolved(py, ts),
+                Event::Row(row) => match self.row(py, row, &terms, &name, &mut kinds) {
+                    Ok(Some(row)) => Ok(row),
+                    Ok(None) => return None,
+                    Err(error) => Err(error),
+                },
             };
-            let Some(mut body) = Reader::new(
-                message.data,
-                message.body_offsets[index],
-                message.body_offsets[index + 1],
-            ) else {
-                return Ok(None);
-            };
-            match types[index] {
-                TYPE_RESOLVED => {
-                    events.append(self.model.get().resolved(py, timestamps[index])?)?
+            match made.and_then(|made| events.append(made)) {
+                Ok(()) => Some(()),
+                Err(error) => {
+                    failed = Some(error);
+                    None
                 }
-                TYPE_ROW => {
-                    let Some(group_sizes) = message.tables.get(2 + rows) else {
-                        return Ok(None);
-                    };
-                    rows += 1;
-                    let Some((op, columns, new, old)) =
-                        self.row(py, &mut body, group_sizes, &term, &mut kinds)?
-                    else {
-                        return Ok(None);
-                    };
-                    let empty = PyString::new(py, "");
-                    let partition_id = match partitions[index] {
-                        NULL_ID => None,
-                        id => Some(id.into_pyobject(py)?.into_any()),
-                    };
-                    let row = Row {
-                        commit_ts: timestamps[index],
-                        schema: schema.unwrap_or_else(|| empty.clone()),
-                        table: table.unwrap_or(empty),
-                        op,
-                        columns: columns.into_any(),
-                        new: new.map(Bound::into_any),
-                        old: old.map(Bound::into_any),
-                        partition_id,
-                        handle_key_only: false,
-                    };
-                    events.append(self.model.get().row(py, row)?)?;
-                }
-                // DDL (rare) and unknown types: the Python codec.
-                _ => return Ok(None),
             }
+        });
+        match (failed, taken) {
+            (Some(error), _) => Err(error),
+            (None, Some(())) => Ok(Some(events)),
+            (None, None) => Ok(None),
         }
-        Ok(Some(events))
     }
 
+    /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
+    /// when the Python codec must decide: what `decode` would return, already packed.
     #[allow(clippy::type_complexity)]
+    fn decode_packed<'py>(
+        &self,
+        py: Python<'py>,
+        value: &[u8],
+    ) -> Option<(Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>)> {
+        // Parsing and packing touch no Python object: other threads run meanwhile.
+        let (rows, resolved, buffer) = py.detach(|| {
+            let message = Message::parse(value)?;
+            let (mut rows, mut resolved, mut buffer) = (Vec::new(), Vec::new(), Vec::new());
+            each_event(&message, |event| {
+                match event {
+                    Event::Resolved(ts) => resolved.push(ts),
+                    Event::Row(row) => {
+                        let (start, ts) = (buffer.len(), row.commit_ts);
+                        pack_row(&message, row, &mut buffer)?;
+                        rows.push((ts, start..buffer.len()));
+                    }
+                }
+                Some(())
+            })?;
+            Some((rows, resolved, buffer))
+        })?;
+        let rows = rows
+            .into_iter()
+            .map(|(ts, range)| (ts, PyBytes::new(py, &buffer[range])))
+            .collect();
+        Some((rows, resolved))
+    }
+}
+
+impl CraftDecoder {
+    /// The model's row: the images as dicts, the column types from the model's `column_type`;
+    /// `None` when Python must decide.
     fn row<'py>(
         &self,
         py: Python<'py>,
-        body: &mut Reader<'_>,
-        group_sizes: &[i64],
-        term: &dyn Fn(i64) -> Option<Option<Bound<'py, PyString>>>,
+        row: RowEvent<'_>,
+        terms: &[Bound<'py, PyString>],
+        name: &dyn Fn(Option<usize>) -> Bound<'py, PyString>,
         kinds: &mut HashMap<u32, Py<PyAny>>,
-    ) -> PyResult<
-        Option<(
-            usize,
-            Bound<'py, PyDict>,
-            Option<Bound<'py, PyDict>>,
-            Option<Bound<'py, PyDict>>,
-        )>,
-    > {
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let columns = PyDict::new(py);
         let (mut new, mut old) = (None, None);
-        for &size in group_sizes {
-            let Some(size) = usize::try_from(size)
-                .ok()
-                .filter(|&s| s <= body.remaining())
-            else {
-                return Ok(None);
-            };
-            let mut group = Reader {
-                data: body.data,
-                pos: body.pos,
-                end: body.pos + size,
-            };
-            body.pos += size;
-            let Some(image) = self.group(py, &mut group, term, kinds, &columns)? else {
-                return Ok(None);
-            };
-            match image.0 {
-                GROUP_NEW => new = Some(image.1),
-                _ => old = Some(image.1),
+        for group in row.groups {
+            let image = PyDict::new(py);
+            for (term, mysql_type, flags, raw) in group.columns {
+                let code = mysql_type << 16 | flags;
+                let kind = match kinds.get(&code) {
+                    Some(kind) => kind.bind(py).clone(),
+                    None => {
+                        let kind = self.column_type.bind(py).call1((mysql_type, flags))?;
+                        kinds.insert(code, kind.clone().unbind());
+                        kind
+                    }
+                };
+                let value = match raw.map(|raw| cell(raw, mysql_type, flags)) {
+                    None => py.None().into_bound(py),
+                    Some(Some(value)) => value.to_py(py)?,
+                    Some(None) => return Ok(None),
+                };
+                columns.set_item(&terms[term], kind)?;
+                image.set_item(&terms[term], value)?;
             }
-        }
-        if body.remaining() > 0 {
-            return Ok(None);
+            match group.slot {
+                Slot::New => new = Some(image.into_any()),
+                Slot::Old => old = Some(image.into_any()),
+            }
         }
         let op = match (&new, &old) {
             (None, None) => return Ok(None),
@@ -391,88 +367,190 @@ impl CraftDecoder {
             (Some(_), Some(_)) => 1,
             (Some(_), None) => 0,
         };
-        Ok(Some((op, columns, new, old)))
-    }
-
-    fn group<'py>(
-        &self,
-        py: Python<'py>,
-        group: &mut Reader<'_>,
-        term: &dyn Fn(i64) -> Option<Option<Bound<'py, PyString>>>,
-        kinds: &mut HashMap<u32, Py<PyAny>>,
-        columns: &Bound<'py, PyDict>,
-    ) -> PyResult<Option<(u8, Bound<'py, PyDict>)>> {
-        let parsed = (|| {
-            let group_type = group
-                .byte()
-                .filter(|t| matches!(*t, GROUP_NEW | GROUP_OLD))?;
-            let width = group.count()?;
-            let names = group
-                .delta_varint_chunk(width)?
-                .into_iter()
-                .map(|id| term(id)?)
-                .collect::<Option<Vec<_>>>()?;
-            let types = group.uvarint_chunk(width)?;
-            let flags = group.uvarint_chunk(width)?;
-            let values = group.nullable_bytes_chunk(width)?;
-            Some((group_type, names, types, flags, values))
-        })();
-        let Some((group_type, names, types, flags, values)) = parsed else {
-            return Ok(None);
+        let partition_id = match row.partition {
+            NULL_ID => None,
+            id => Some(id.into_pyobject(py)?.into_any()),
         };
-        let image = PyDict::new(py);
-        for (((name, mysql_type), flag), raw) in names.into_iter().zip(types).zip(flags).zip(values)
-        {
-            if mysql_type > 0xFF || flag >= 1 << 16 {
-                return Ok(None);
-            }
-            let code = (mysql_type << 16 | flag) as u32;
-            let kind = match kinds.get(&code) {
-                Some(kind) => kind.bind(py).clone(),
-                None => {
-                    let kind = self.column_type.bind(py).call1((mysql_type, flag))?;
-                    kinds.insert(code, kind.clone().unbind());
-                    kind
-                }
-            };
-            let value = match raw {
-                None => py.None().into_bound(py),
-                Some(raw) => match cell(py, raw, mysql_type, flag) {
-                    Some(value) => value,
-                    None => return Ok(None),
-                },
-            };
-            columns.set_item(&name, kind)?;
-            image.set_item(name, value)?;
-        }
-        Ok(Some((group_type, image)))
+        let row = Row {
+            commit_ts: row.commit_ts,
+            schema: name(row.schema),
+            table: name(row.table),
+            op,
+            columns: columns.into_any(),
+            new,
+            old,
+            partition_id,
+            handle_key_only: false,
+        };
+        self.model.get().row(py, row).map(Some)
     }
 }
 
+/// One event of a message, its chunks and groups read and checked.
+enum Event<'a> {
+    Resolved(u64),
+    Row(RowEvent<'a>),
+}
+
+struct RowEvent<'a> {
+    commit_ts: u64,
+    /// Term indices; `None`: the null term (an empty name).
+    schema: Option<usize>,
+    table: Option<usize>,
+    partition: i64,
+    groups: Vec<Group<'a>>,
+}
+
+/// A column group: which image, and per column its name's term index, type, flags and raw value.
+struct Group<'a> {
+    slot: Slot,
+    columns: Vec<(usize, u32, u32, Option<&'a [u8]>)>,
+}
+
+/// Calls `take` with each event of the message, in order; `None` as soon as anything is not
+/// exactly as the Python codec would accept it (or `take` gives up).
+fn each_event<'a>(
+    message: &Message<'a>,
+    mut take: impl FnMut(Event<'a>) -> Option<()>,
+) -> Option<()> {
+    let count = message.tables[1].len();
+    let mut header = Reader::new(message.data, message.header_start, message.body_offsets[0])?;
+    let timestamps = header.delta_uvarint_chunk(count)?;
+    let types = header.uvarint_chunk(count)?;
+    let partitions = header.delta_varint_chunk(count)?;
+    let schemas = header.delta_varint_chunk(count)?;
+    let tables = header.delta_varint_chunk(count)?;
+    if header.remaining() != 0 {
+        return None;
+    }
+    let term_index = |id: i64| -> Option<Option<usize>> {
+        message.term(id)?;
+        Some(usize::try_from(id).ok())
+    };
+    let mut rows = 0;
+    for index in 0..count {
+        let (schema, table) = (term_index(schemas[index])?, term_index(tables[index])?);
+        let mut body = Reader::new(
+            message.data,
+            message.body_offsets[index],
+            message.body_offsets[index + 1],
+        )?;
+        match types[index] {
+            TYPE_RESOLVED => take(Event::Resolved(timestamps[index]))?,
+            TYPE_ROW => {
+                let group_sizes = message.tables.get(2 + rows)?;
+                rows += 1;
+                let groups = groups(message, &mut body, group_sizes)?;
+                take(Event::Row(RowEvent {
+                    commit_ts: timestamps[index],
+                    schema,
+                    table,
+                    partition: partitions[index],
+                    groups,
+                }))?
+            }
+            // DDL (rare) and unknown types: the Python codec.
+            _ => return None,
+        }
+    }
+    Some(())
+}
+
+/// A row body's column groups, each exactly the size its table gives.
+fn groups<'a>(
+    message: &Message<'a>,
+    body: &mut Reader<'a>,
+    group_sizes: &[i64],
+) -> Option<Vec<Group<'a>>> {
+    let mut groups = Vec::with_capacity(group_sizes.len());
+    for &size in group_sizes {
+        let size = usize::try_from(size)
+            .ok()
+            .filter(|&s| s <= body.remaining())?;
+        let mut group = Reader {
+            data: body.data,
+            pos: body.pos,
+            end: body.pos + size,
+        };
+        body.pos += size;
+        groups.push(group_columns(message, &mut group)?);
+    }
+    (body.remaining() == 0).then_some(groups)
+}
+
+fn group_columns<'a>(message: &Message<'a>, group: &mut Reader<'a>) -> Option<Group<'a>> {
+    let slot = match group.byte()? {
+        GROUP_NEW => Slot::New,
+        GROUP_OLD => Slot::Old,
+        _ => return None,
+    };
+    let width = group.count()?;
+    let names = group
+        .delta_varint_chunk(width)?
+        .into_iter()
+        // A column needs a name: the null term is the Python codec's error.
+        .map(|id| usize::try_from(message.term(id)?.map(|_| id)?).ok())
+        .collect::<Option<Vec<_>>>()?;
+    let types = group.uvarint_chunk(width)?;
+    let flags = group.uvarint_chunk(width)?;
+    let values = group.nullable_bytes_chunk(width)?;
+    let mut columns = Vec::with_capacity(width);
+    for (((name, mysql_type), flags), raw) in names.into_iter().zip(types).zip(flags).zip(values) {
+        if mysql_type > 0xFF || flags >= 1 << 16 {
+            return None;
+        }
+        columns.push((name, mysql_type as u32, flags as u32, raw));
+    }
+    Some(Group { slot, columns })
+}
+
+/// A row in the packed form (see `model::pack_row`).
+fn pack_row(message: &Message<'_>, row: RowEvent<'_>, out: &mut Vec<u8>) -> Option<()> {
+    let name = |term: Option<usize>| term.map_or("", |i| message.terms[i]);
+    let mut read = Vec::with_capacity(row.groups.len());
+    for group in row.groups {
+        let mut cells = Vec::with_capacity(group.columns.len());
+        for (term, mysql_type, flags, raw) in group.columns {
+            cells.push(Cell {
+                name: Cow::Borrowed(message.terms[term]),
+                kind: (mysql_type, flags),
+                value: match raw {
+                    None => Value::Null,
+                    Some(raw) => cell(raw, mysql_type, flags)?,
+                },
+            });
+        }
+        read.push((group.slot, cells));
+    }
+    let partition_id = (row.partition != NULL_ID).then_some(Value::Signed(row.partition));
+    let images = Images { read };
+    let (schema, table) = (name(row.schema), name(row.table));
+    model::pack_row(out, schema, table, partition_id.as_ref(), false, &images).then_some(())
+}
+
 /// A raw value as the model holds it, by the same rules as the Python codec's value decoders.
-fn cell<'py>(
-    py: Python<'py>,
-    raw: &[u8],
-    mysql_type: u64,
-    flags: u64,
-) -> Option<Bound<'py, PyAny>> {
+fn cell(raw: &[u8], mysql_type: u32, flags: u32) -> Option<Value<'_>> {
     let uvarint = || Reader::new(raw, 0, raw.len())?.uvarint();
+    let (unsigned, binary) = (
+        u64::from(flags) & UNSIGNED != 0,
+        u64::from(flags) & BINARY != 0,
+    );
     Some(match mysql_type {
         // TINY, SHORT, LONG, LONGLONG, INT24
-        1 | 2 | 3 | 8 | 9 if flags & UNSIGNED != 0 => uvarint()?.into_pyobject(py).ok()?.into_any(),
-        1 | 2 | 3 | 8 | 9 | 13 => zigzag(uvarint()?).into_pyobject(py).ok()?.into_any(),
+        1 | 2 | 3 | 8 | 9 if unsigned => Value::Unsigned(uvarint()?),
+        1 | 2 | 3 | 8 | 9 | 13 => Value::Signed(zigzag(uvarint()?)),
         // BIT, ENUM, SET
-        16 | 247 | 248 => uvarint()?.into_pyobject(py).ok()?.into_any(),
-        4 | 5 => PyFloat::new(py, f64::from_le_bytes(raw.try_into().ok()?)).into_any(),
+        16 | 247 | 248 => Value::Unsigned(uvarint()?),
+        4 | 5 => Value::Float(f64::from_le_bytes(raw.try_into().ok()?)),
         // DECIMAL, dates and times, JSON: exact text
         7 | 10 | 11 | 12 | 14 | 245 | 246 => {
-            PyString::new(py, std::str::from_utf8(raw).ok()?).into_any()
+            Value::Text(Cow::Borrowed(std::str::from_utf8(raw).ok()?))
         }
-        6 | 255 => py.None().into_bound(py),
-        15 | 249..=254 if flags & BINARY == 0 => match std::str::from_utf8(raw) {
-            Ok(text) => PyString::new(py, text).into_any(),
-            Err(_) => PyBytes::new(py, raw).into_any(),
+        6 | 255 => Value::Null,
+        15 | 249..=254 if !binary => match std::str::from_utf8(raw) {
+            Ok(text) => Value::Text(Cow::Borrowed(text)),
+            Err(_) => Value::Bytes(Cow::Borrowed(raw)),
         },
-        _ => PyBytes::new(py, raw).into_any(),
+        _ => Value::Bytes(Cow::Borrowed(raw)),
     })
 }

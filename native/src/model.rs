@@ -178,3 +178,113 @@ impl Value<'_> {
         }
     }
 }
+
+/// A column of a row image: its name, MySQL type and flags, and value.
+pub struct Cell<'a> {
+    pub name: Cow<'a, str>,
+    pub kind: (u32, u32),
+    pub value: Value<'a>,
+}
+
+/// A row's images: `new` (insert, update) and `old` (update, delete), at least one of them.
+pub struct Images<'a> {
+    /// In the order the Python codec reads them, which orders the row's columns.
+    pub read: Vec<(Slot, Vec<Cell<'a>>)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+pub enum Slot {
+    New,
+    Old,
+}
+
+/// Writes a row in the packed form `streams/packed.py` reads (msgpack of op, schema, table,
+/// columns, new, old, partition id, handle-key-only), as Python packs the same decoded row; false
+/// (nothing usable written) for what only a dict's merging would make sense of: a column named
+/// twice in one image, or two images for one slot.
+pub fn pack_row(
+    out: &mut Vec<u8>,
+    schema: &str,
+    table: &str,
+    partition_id: Option<&Value<'_>>,
+    handle_key_only: bool,
+    images: &Images<'_>,
+) -> bool {
+    let find = |slot| images.read.iter().find(|(s, _)| *s == slot).map(|(_, c)| c);
+    let (new, old) = (find(Slot::New), find(Slot::Old));
+    let distinct = images.read.len() == usize::from(new.is_some()) + usize::from(old.is_some());
+    if !distinct || images.read.iter().any(|(_, cells)| names_repeat(cells)) {
+        return false;
+    }
+    let op = match (new, old) {
+        (Some(_), None) => 0,
+        (Some(_), Some(_)) => 1,
+        (None, Some(_)) => 2,
+        (None, None) => return false,
+    };
+    msgpack::array(out, 8);
+    msgpack::unsigned(out, op);
+    msgpack::text(out, schema);
+    msgpack::text(out, table);
+    let columns = columns(&images.read);
+    msgpack::array(out, columns.len());
+    for (name, (mysql_type, flags)) in &columns {
+        msgpack::array(out, 3);
+        msgpack::text(out, name);
+        msgpack::unsigned(out, u64::from(*mysql_type));
+        msgpack::unsigned(out, u64::from(*flags));
+    }
+    for image in [new, old] {
+        match image {
+            None => msgpack::nil(out),
+            Some(cells) => {
+                msgpack::map(out, cells.len());
+                for cell in cells {
+                    msgpack::text(out, &cell.name);
+                    cell.value.pack(out);
+                }
+            }
+        }
+    }
+    match partition_id {
+        Some(id) => id.pack(out),
+        None => msgpack::nil(out),
+    }
+    msgpack::boolean(out, handle_key_only);
+    true
+}
+
+fn names_repeat(cells: &[Cell<'_>]) -> bool {
+    let mut names: Vec<&str> = cells.iter().map(|c| c.name.as_ref()).collect();
+    names.sort_unstable();
+    names.windows(2).any(|pair| pair[0] == pair[1])
+}
+
+/// The row's columns as the dict Python fills image by image: each in the place it was first
+/// named, with the type it was named with last. (At most two images, of distinct names each.)
+fn columns<'c>(images: &'c [(Slot, Vec<Cell<'_>>)]) -> Vec<(&'c str, (u32, u32))> {
+    let Some(((_, first), rest)) = images.split_first() else {
+        return Vec::new();
+    };
+    let mut columns: Vec<(&str, (u32, u32))> =
+        first.iter().map(|c| (c.name.as_ref(), c.kind)).collect();
+    let mut sorted: Vec<usize> = (0..columns.len()).collect();
+    sorted.sort_unstable_by_key(|&i| columns[i].0);
+    for (_, cells) in rest {
+        for (position, cell) in cells.iter().enumerate() {
+            let name = cell.name.as_ref();
+            let at = match columns.get(position) {
+                Some(same) if same.0 == name => Some(position),
+                _ => sorted
+                    .binary_search_by_key(&name, |&i| columns[i].0)
+                    .ok()
+                    .map(|found| sorted[found]),
+            };
+            match at {
+                Some(at) => columns[at].1 = cell.kind,
+                None => columns.push((name, cell.kind)),
+            }
+        }
+    }
+    columns
+}

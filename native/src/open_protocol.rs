@@ -15,8 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::go_string;
 use crate::json::{flag, integer_text, parse, string, Ordered};
-use crate::model::{Model, Row, Value};
-use crate::msgpack;
+use crate::model::{self, Cell, Images, Model, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -268,84 +267,29 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
     })
 }
 
-/// A row in the packed form `streams/packed.py` reads (msgpack of op, schema, table, columns,
-/// new, old, partition id, handle-key-only), built as Python would pack the decoded row.
+/// A row in the packed form (see `model::pack_row`).
 fn pack_row(row: RowParts<'_>, out: &mut Vec<u8>) -> Outcome<()> {
-    let first = packed_image(row.image)?;
-    let previous = row.previous.map(packed_image).transpose()?;
-    // `columns`: the first image's columns, then any only the old image has; a column in both
-    // keeps its place and takes the old image's type, as the dict Python fills in that order.
-    let mut columns: Vec<(&str, u32, u32)> = first
-        .iter()
-        .map(|c| (c.name(), c.kind.0, c.kind.1))
-        .collect();
-    if let Some(previous) = &previous {
-        let mut sorted: Vec<usize> = (0..columns.len()).collect();
-        sorted.sort_unstable_by_key(|&i| columns[i].0);
-        for (position, column) in previous.iter().enumerate() {
-            let at = match columns.get(position) {
-                Some(same) if same.0 == column.name() => Some(position),
-                _ => sorted
-                    .binary_search_by_key(&column.name(), |&i| columns[i].0)
-                    .ok()
-                    .map(|found| sorted[found]),
-            };
-            match at {
-                Some(at) => columns[at] = (column.name(), column.kind.0, column.kind.1),
-                None => columns.push((column.name(), column.kind.0, column.kind.1)),
-            }
-        }
+    let first = image_cells(row.image)?;
+    let mut read = vec![(if row.op == 2 { Slot::Old } else { Slot::New }, first)];
+    if let Some(previous) = row.previous {
+        read.push((Slot::Old, image_cells(previous)?));
     }
-    msgpack::array(out, 8);
-    msgpack::unsigned(out, row.op as u64);
-    msgpack::text(out, &row.schema);
-    msgpack::text(out, &row.table);
-    msgpack::array(out, columns.len());
-    for (name, mysql_type, flags) in &columns {
-        msgpack::array(out, 3);
-        msgpack::text(out, name);
-        msgpack::unsigned(out, u64::from(*mysql_type));
-        msgpack::unsigned(out, u64::from(*flags));
+    let images = Images { read };
+    let partition_id = row.partition_id.as_ref();
+    if !model::pack_row(
+        out,
+        &row.schema,
+        &row.table,
+        partition_id,
+        row.handle_key_only,
+        &images,
+    ) {
+        return Err(Refusal::Fallback);
     }
-    let (new, old) = match row.op {
-        2 => (None, Some(first)),
-        _ => (Some(first), previous),
-    };
-    for image in [new, old] {
-        match image {
-            None => msgpack::nil(out),
-            Some(image) => {
-                msgpack::map(out, image.len());
-                for column in &image {
-                    msgpack::text(out, column.name());
-                    column.value.pack(out);
-                }
-            }
-        }
-    }
-    match &row.partition_id {
-        Some(id) => id.pack(out),
-        None => msgpack::nil(out),
-    }
-    msgpack::boolean(out, row.handle_key_only);
     Ok(())
 }
 
-/// A column of an image: its name, (type, flags) and value.
-struct Cell<'a> {
-    name: Cow<'a, str>,
-    kind: (u32, u32),
-    value: Value<'a>,
-}
-
-impl Cell<'_> {
-    fn name(&self) -> &str {
-        &self.name
-    }
-}
-
-/// An image's cells; refused when a name repeats (a dict would merge them: Python decides).
-fn packed_image(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
+fn image_cells(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
     let mut cells = Vec::with_capacity(entries.0.len());
     for (name, column) in entries.0 {
         let (mysql_type, flags) = column_kind(&column)?;
@@ -358,11 +302,6 @@ fn packed_image(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
             kind: (mysql_type, flags),
             value,
         });
-    }
-    let mut names: Vec<&str> = cells.iter().map(Cell::name).collect();
-    names.sort_unstable();
-    if names.windows(2).any(|pair| pair[0] == pair[1]) {
-        return Err(Refusal::Fallback);
     }
     Ok(cells)
 }

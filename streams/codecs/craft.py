@@ -37,6 +37,7 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.packed import PackedEvents
 
 PROTOCOL = "craft"
 VERSION = 1
@@ -411,6 +412,11 @@ class CraftCodec(Codec):
     def __init__(self, max_batch: int = 4096, native: bool = True) -> None:
         self.max_batch = max_batch
         self._native = native_decoder("CraftDecoder", column_type, enabled=native)
+
+    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
+        if self._native is None or type(value) is not bytes or len(value) > MAX_MESSAGE_BYTES:
+            return None
+        return self._native.decode_packed(value)  # type: ignore[no-any-return]
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:
