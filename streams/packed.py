@@ -7,6 +7,8 @@ makes of the row it decodes. msgpack keeps bytes apart from text and 64-bit inte
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import msgpack
 
 from streams.model import ColumnType, Op, RowChange, column_type
@@ -35,6 +37,11 @@ def pack_row(row: RowChange) -> bytes:
         ],
         use_bin_type=True,
     )
+
+
+def pack_rows(rows: Iterable[RowChange]) -> list[tuple[int, bytes]]:
+    """Each row as (commit ts, packed row), the form a codec's packed fast path returns."""
+    return [(row.commit_ts, pack_row(row)) for row in rows]
 
 
 def unpack_row(commit_ts: int, data: bytes) -> RowChange:

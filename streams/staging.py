@@ -36,7 +36,7 @@ import msgpack
 import redis
 
 from streams.model import DDLEvent, RowChange, Value
-from streams.packed import pack_row, unpack_row
+from streams.packed import pack_rows, unpack_row
 
 TS_DIGITS = 16
 OFFSET_DIGITS = 16
@@ -209,8 +209,8 @@ class Staging:
         Returns 1 when staged and 0 when the offset was staged before (with ``pipe``, the result
         arrives when the pipeline executes).
         """
-        packed = [(row.commit_ts, pack_row(row)) for row in rows]
-        return self.stage_messages(tp, [StagedMessage(offset, packed, ddls, watermark)], pipe)
+        message = StagedMessage(offset, pack_rows(rows), ddls, watermark)
+        return self.stage_messages(tp, [message], pipe)
 
     def stage_messages(
         self, tp: TopicPartition, messages: Sequence[StagedMessage], pipe: Any | None = None
@@ -290,7 +290,7 @@ class Staging:
         self, entry: bytes, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
     ) -> None:
         """Stage a held message's rows now that it decodes, and let its partition move on."""
-        members = [row_member(r.commit_ts, offset, i, pack_row(r)) for i, r in enumerate(rows)]
+        members = [row_member(ts, offset, i, body) for i, (ts, body) in enumerate(pack_rows(rows))]
         pipe = self.client.pipeline()
         if members:
             pipe.zadd(self.rows_key(tp), dict.fromkeys(members, 0))

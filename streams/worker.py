@@ -32,7 +32,7 @@ from streams.metrics import (
     tso_seconds,
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
-from streams.packed import pack_row
+from streams.packed import pack_rows
 from streams.schema_store import RedisSchemaStore
 from streams.staging import StagedMessage, Staging, TopicPartition
 from streams.status import kafka_offsets, snapshot
@@ -161,8 +161,7 @@ class MessageStager:
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         self._count(tp, len(rows), marks)
-        packed_rows = [(row.commit_ts, pack_row(row)) for row in rows]
-        return StagedMessage(offset, packed_rows, ddls, max(marks) if marks else None)
+        return StagedMessage(offset, pack_rows(rows), ddls, max(marks) if marks else None)
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
         pipeline = self.staging.pipeline

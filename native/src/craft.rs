@@ -9,9 +9,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
-use crate::model::{self, Cell, Images, Model, Row, Slot, Value};
+use crate::model::{self, Cell, Images, Model, Packed, PackedEvents, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const TYPE_ROW: u64 = 1;
@@ -292,34 +292,21 @@ impl CraftDecoder {
 
     /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
     /// when the Python codec must decide: what `decode` would return, already packed.
-    #[allow(clippy::type_complexity)]
-    fn decode_packed<'py>(
-        &self,
-        py: Python<'py>,
-        value: &[u8],
-    ) -> Option<(Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>)> {
+    fn decode_packed<'py>(&self, py: Python<'py>, value: &[u8]) -> Option<PackedEvents<'py>> {
         // Parsing and packing touch no Python object: other threads run meanwhile.
-        let (rows, resolved, buffer) = py.detach(|| {
+        let packed = py.detach(|| {
             let message = Message::parse(value)?;
-            let (mut rows, mut resolved, mut buffer) = (Vec::new(), Vec::new(), Vec::new());
-            each_event(&message, |event| {
-                match event {
-                    Event::Resolved(ts) => resolved.push(ts),
-                    Event::Row(row) => {
-                        let (start, ts) = (buffer.len(), row.commit_ts);
-                        pack_row(&message, row, &mut buffer)?;
-                        rows.push((ts, start..buffer.len()));
-                    }
+            let mut packed = Packed::default();
+            each_event(&message, |event| match event {
+                Event::Resolved(ts) => {
+                    packed.resolved(ts);
+                    Some(())
                 }
-                Some(())
+                Event::Row(row) => packed.row(row.commit_ts, |out| pack_row(&message, row, out)),
             })?;
-            Some((rows, resolved, buffer))
+            Some(packed)
         })?;
-        let rows = rows
-            .into_iter()
-            .map(|(ts, range)| (ts, PyBytes::new(py, &buffer[range])))
-            .collect();
-        Some((rows, resolved))
+        Some(packed.into_py(py))
     }
 }
 

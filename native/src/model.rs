@@ -2,6 +2,7 @@
 //! values rows hold.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -176,6 +177,40 @@ impl Value<'_> {
             Value::Text(text) => msgpack::text(out, text),
             Value::Bytes(data) => msgpack::binary(out, data),
         }
+    }
+}
+
+/// A message's rows packed into one buffer (which needs no GIL) and its resolved timestamps.
+#[derive(Default)]
+pub struct Packed {
+    rows: Vec<(u64, Range<usize>)>,
+    resolved: Vec<u64>,
+    buffer: Vec<u8>,
+}
+
+/// What a `decode_packed` returns: (commit ts, packed row) pairs and the resolved timestamps.
+pub type PackedEvents<'py> = (Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>);
+
+impl Packed {
+    pub fn resolved(&mut self, commit_ts: u64) {
+        self.resolved.push(commit_ts);
+    }
+
+    /// Adds the row `pack` writes (what it returns says whether it could).
+    pub fn row<T>(&mut self, commit_ts: u64, pack: impl FnOnce(&mut Vec<u8>) -> T) -> T {
+        let start = self.buffer.len();
+        let outcome = pack(&mut self.buffer);
+        self.rows.push((commit_ts, start..self.buffer.len()));
+        outcome
+    }
+
+    pub fn into_py(self, py: Python<'_>) -> PackedEvents<'_> {
+        let rows = self
+            .rows
+            .into_iter()
+            .map(|(ts, range)| (ts, PyBytes::new(py, &self.buffer[range])))
+            .collect();
+        (rows, self.resolved)
     }
 }
 

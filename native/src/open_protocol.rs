@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::go_string;
 use crate::json::{flag, integer_text, parse, string, Ordered};
-use crate::model::{self, Cell, Images, Model, Row, Slot, Value};
+use crate::model::{self, Cell, Images, Model, Packed, PackedEvents, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -109,33 +109,21 @@ impl OpenDecoder {
         py: Python<'py>,
         key: &[u8],
         value: &[u8],
-    ) -> PyResult<Option<(Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>)>> {
+    ) -> PyResult<Option<PackedEvents<'py>>> {
         // Parsing and packing touch no Python object: other threads (Faust's consumer) run
         // meanwhile.
         let packed = py.detach(|| {
-            let (mut rows, mut resolved, mut buffer) = (Vec::new(), Vec::new(), Vec::new());
-            each_event(key, value, |event| {
-                match event {
-                    Event::Resolved(ts) => resolved.push(ts),
-                    Event::Row(ts, row) => {
-                        let start = buffer.len();
-                        pack_row(row, &mut buffer)?;
-                        rows.push((ts, start..buffer.len()));
-                    }
+            let mut packed = Packed::default();
+            each_event(key, value, |event| match event {
+                Event::Resolved(ts) => {
+                    packed.resolved(ts);
+                    Ok(())
                 }
-                Ok(())
+                Event::Row(ts, row) => packed.row(ts, |out| pack_row(row, out)),
             })
-            .map(|()| (rows, resolved, buffer))
+            .map(|()| packed)
         });
-        accepted(packed).map(|taken| {
-            taken.map(|(rows, resolved, buffer)| {
-                let rows = rows
-                    .into_iter()
-                    .map(|(ts, range)| (ts, PyBytes::new(py, &buffer[range])))
-                    .collect();
-                (rows, resolved)
-            })
-        })
+        accepted(packed).map(|taken| taken.map(|packed| packed.into_py(py)))
     }
 }
 

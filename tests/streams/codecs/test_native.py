@@ -22,7 +22,7 @@ from streams.codecs.native import native_module
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Event, Op, Resolved, RowChange
-from streams.packed import pack_row
+from streams.packed import pack_rows
 from tests.conftest import IN_CI
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
@@ -93,7 +93,7 @@ class _Pair:
             assert rows and merged, (key, value)
             return
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
-        assert packed == ([(r.commit_ts, pack_row(r)) for r in rows], marks), (key, value)
+        assert packed == (pack_rows(rows), marks), (key, value)
 
 
 class _RepeatedNameError(Exception):
