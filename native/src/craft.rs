@@ -256,6 +256,9 @@ impl CraftDecoder {
         let Some(message) = Message::parse(value) else {
             return Ok(None);
         };
+        let Some(parsed) = events(&message) else {
+            return Ok(None);
+        };
         let terms: Vec<Bound<'py, PyString>> =
             message.terms.iter().map(|t| PyString::new(py, t)).collect();
         let empty = PyString::new(py, "");
@@ -264,30 +267,18 @@ impl CraftDecoder {
             .kinds
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let events = PyList::empty(py);
-        let mut failed = None;
-        let taken = each_event(&message, |event| {
+        let list = PyList::empty(py);
+        for event in parsed {
             let made = match event {
-                Event::Resolved(ts) => self.model.get().resolved(py, ts),
-                Event::Row(row) => match self.row(py, row, &terms, &name, &mut kinds) {
-                    Ok(Some(row)) => Ok(row),
-                    Ok(None) => return None,
-                    Err(error) => Err(error),
+                Event::Resolved(ts) => self.model.get().resolved(py, ts)?,
+                Event::Row(row) => match self.row(py, row, &terms, &name, &mut kinds)? {
+                    Some(row) => row,
+                    None => return Ok(None),
                 },
             };
-            match made.and_then(|made| events.append(made)) {
-                Ok(()) => Some(()),
-                Err(error) => {
-                    failed = Some(error);
-                    None
-                }
-            }
-        });
-        match (failed, taken) {
-            (Some(error), _) => Err(error),
-            (None, Some(())) => Ok(Some(events)),
-            (None, None) => Ok(None),
+            list.append(made)?;
         }
+        Ok(Some(list))
     }
 
     /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
@@ -297,13 +288,14 @@ impl CraftDecoder {
         let packed = py.detach(|| {
             let message = Message::parse(value)?;
             let mut packed = Packed::default();
-            each_event(&message, |event| match event {
-                Event::Resolved(ts) => {
-                    packed.resolved(ts);
-                    Some(())
+            for event in events(&message)? {
+                match event {
+                    Event::Resolved(ts) => packed.resolved(ts),
+                    Event::Row(row) => {
+                        packed.row(row.commit_ts, |out| pack_row(&message, row, out))?
+                    }
                 }
-                Event::Row(row) => packed.row(row.commit_ts, |out| pack_row(&message, row, out)),
-            })?;
+            }
             Some(packed)
         })?;
         Some(packed.into_py(py))
@@ -394,12 +386,9 @@ struct Group<'a> {
     columns: Vec<(usize, u32, u32, Option<&'a [u8]>)>,
 }
 
-/// Calls `take` with each event of the message, in order; `None` as soon as anything is not
-/// exactly as the Python codec would accept it (or `take` gives up).
-fn each_event<'a>(
-    message: &Message<'a>,
-    mut take: impl FnMut(Event<'a>) -> Option<()>,
-) -> Option<()> {
+/// The message's events, in order; `None` when anything is not exactly as the Python codec
+/// would accept it.
+fn events<'a>(message: &Message<'a>) -> Option<Vec<Event<'a>>> {
     let count = message.tables[1].len();
     let mut header = Reader::new(message.data, message.header_start, message.body_offsets[0])?;
     let timestamps = header.delta_uvarint_chunk(count)?;
@@ -414,6 +403,7 @@ fn each_event<'a>(
         message.term(id)?;
         Some(usize::try_from(id).ok())
     };
+    let mut events = Vec::with_capacity(count);
     let mut rows = 0;
     for index in 0..count {
         let (schema, table) = (term_index(schemas[index])?, term_index(tables[index])?);
@@ -422,25 +412,24 @@ fn each_event<'a>(
             message.body_offsets[index],
             message.body_offsets[index + 1],
         )?;
-        match types[index] {
-            TYPE_RESOLVED => take(Event::Resolved(timestamps[index]))?,
+        events.push(match types[index] {
+            TYPE_RESOLVED => Event::Resolved(timestamps[index]),
             TYPE_ROW => {
                 let group_sizes = message.tables.get(2 + rows)?;
                 rows += 1;
-                let groups = groups(message, &mut body, group_sizes)?;
-                take(Event::Row(RowEvent {
+                Event::Row(RowEvent {
                     commit_ts: timestamps[index],
                     schema,
                     table,
                     partition: partitions[index],
-                    groups,
-                }))?
+                    groups: groups(message, &mut body, group_sizes)?,
+                })
             }
             // DDL (rare) and unknown types: the Python codec.
             _ => return None,
-        }
+        });
     }
-    Some(())
+    Some(events)
 }
 
 /// A row body's column groups, each exactly the size its table gives.
