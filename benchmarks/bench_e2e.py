@@ -30,7 +30,7 @@ from typing import Any
 import redis
 
 from config.settings import Settings, load_settings
-from spark_sink.downstream import applied_resolved_ts, connect, quote
+from spark_sink.downstream import CheckpointWatch, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
 from streams.staging import Staging
@@ -98,17 +98,19 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
     changes = sum(len(t.rows) for t in history)
     processes = [spawn(run, "worker"), sink]
     peaks = {"worker": 0.0, "sink": 0.0}
+    watch = CheckpointWatch(run)
     try:
         # The clock starts when the worker stages its first message (its group join excluded)
         # and stops when the checkpoint covers the backlog: both processes work all along.
         while not staging.staged_offsets(staging.partitions()):
             time.sleep(0.01)
         started = time.monotonic()
-        while applied_resolved_ts(run) < final:
+        while watch.applied_resolved_ts() < final:
             peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
             time.sleep(0.05)
         elapsed = time.monotonic() - started
     finally:
+        watch.close()
         stop(processes)
     return changes / elapsed, changes, peaks
 
@@ -125,15 +127,16 @@ def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
     warm = threading.Event()
 
     def sample() -> None:
-        while not done.is_set():
-            applied = applied_resolved_ts(run)
-            lag_s = time.time() - (applied >> TSO_SHIFT) / 1000
-            # Sample from the moment the sink has caught up with what piled up while Spark and
-            # the worker started (lag under a second once): start-up is not steady-state lag.
-            if applied >> TSO_SHIFT > int(started_wall * 1000) and (warm.is_set() or lag_s < 1):
-                warm.set()
-                samples.append(lag_s)
-            time.sleep(0.2)
+        with CheckpointWatch(run) as watch:
+            while not done.is_set():
+                applied = watch.applied_resolved_ts()
+                lag_s = time.time() - (applied >> TSO_SHIFT) / 1000
+                # Sample from the moment the sink has caught up with what piled up while Spark and
+                # the worker started (lag under a second once): start-up is not steady-state lag.
+                if applied >> TSO_SHIFT > int(started_wall * 1000) and (warm.is_set() or lag_s < 1):
+                    warm.set()
+                    samples.append(lag_s)
+                time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
     started_wall = time.time()

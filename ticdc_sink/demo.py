@@ -18,7 +18,7 @@ from pathlib import Path
 import redis
 
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts
+from spark_sink.downstream import CheckpointWatch
 from streams.staging import Staging
 from ticdc_sink.produce import run_produce
 from ticdc_sink.verify import verify
@@ -59,6 +59,7 @@ def run_demo(settings: Settings) -> int:
         )
         for command in ("worker", "apply")
     ]
+    watch = CheckpointWatch(demo)
     try:
         checkpoint = 0
         while checkpoint < final:
@@ -66,7 +67,7 @@ def run_demo(settings: Settings) -> int:
                 print(f"\ngave up after {DEMO_TIMEOUT_S} s")
                 return 1
             time.sleep(0.5)
-            checkpoint = applied_resolved_ts(demo)
+            checkpoint = watch.applied_resolved_ts()
             resolved = staging.global_resolved_ts() or 0
             behind_ms = max(0, (resolved - checkpoint) >> TSO_PHYSICAL_SHIFT) if checkpoint else 0
             staged, _ = staging.staged_totals()
@@ -78,6 +79,7 @@ def run_demo(settings: Settings) -> int:
             )
         elapsed = time.monotonic() - started
     finally:
+        watch.close()
         for process in processes:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
