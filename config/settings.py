@@ -70,6 +70,14 @@ class OnError(StrEnum):
     HALT = "halt"
 
 
+class EventLoop(StrEnum):
+    """The asyncio event loop a worker runs Faust on."""
+
+    # libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
+    UVLOOP = "uvloop"
+    ASYNCIO = "asyncio"
+
+
 class Downstream(BaseModel):
     """A parsed ``mysql://user:password@host:port/`` address; the password never prints."""
 
@@ -121,6 +129,7 @@ class Settings(BaseModel):
     spark_master: str = DEFAULT_SPARK_MASTER
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
+    event_loop: EventLoop = EventLoop.UVLOOP
     max_staged_rows: int = Field(default=DEFAULT_MAX_STAGED_ROWS, gt=0)
     max_staged_bytes: int = Field(default=DEFAULT_MAX_STAGED_BYTES, gt=0)
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)

@@ -19,7 +19,7 @@ import redis
 from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError, DecodeError
-from config.settings import DEFAULT_WEB_PORT, OnError, Protocol, Settings
+from config.settings import DEFAULT_WEB_PORT, EventLoop, OnError, Protocol, Settings
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
 from streams.metrics import (
@@ -367,9 +367,24 @@ def _staging(settings: Settings) -> Staging:
 
 def run_worker(settings: Settings) -> int:
     """Run a worker until it is stopped (SIGTERM/SIGINT)."""
+    _use_event_loop(settings.event_loop)
     from faust.worker import Worker
 
     serve_metrics(settings)
     app = build_app(settings)
     Worker(app, loglevel="info", quiet=True).execute_from_commandline()
     return 0
+
+
+def _use_event_loop(loop: EventLoop) -> None:
+    """Install the configured event loop before Faust makes one."""
+    if loop is EventLoop.UVLOOP:
+        import mode.loop
+
+        try:
+            mode.loop.use("uvloop")
+        except ImportError as missing:
+            raise ConfigError(
+                "TICDC_SINK_EVENT_LOOP=uvloop but uvloop is not installed: install "
+                "ticdc-sink[streams] or set TICDC_SINK_EVENT_LOOP=asyncio"
+            ) from missing

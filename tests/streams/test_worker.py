@@ -89,12 +89,13 @@ async def topic(kafka_admin: Any, unique: str) -> Any:
     await kafka_admin.delete_topics([unique])
 
 
+@pytest.mark.parametrize("loop_name", ["uvloop", "asyncio"])
 async def test_worker_stages_every_partition_in_order(
-    settings: Any, topic: str, staging: Staging, unique: str
+    settings: Any, topic: str, staging: Staging, unique: str, loop_name: str
 ) -> None:
     rows = make_rows(2_000, seed=11)
     await _produce(settings, topic, _messages(rows, "open", bad=True))
-    worker = _start_worker(settings, topic, unique)
+    worker = _start_worker(settings, topic, unique, TICDC_SINK_EVENT_LOOP=loop_name)
     try:
         _wait_resolved(staging, rows[-1].commit_ts)
     finally:
