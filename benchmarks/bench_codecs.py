@@ -19,9 +19,9 @@ from collections.abc import Callable
 import orjson
 
 from streams.codecs import codec_for
-from streams.codecs.native import native_module
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import avro_schema
+from streams.native import native_module
 from ticdc_sink.workload import make_rows
 
 

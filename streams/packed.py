@@ -7,11 +7,12 @@ makes of the row it decodes. msgpack keeps bytes apart from text and 64-bit inte
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgpack
 
 from streams.model import ColumnType, Op, RowChange, column_type
+from streams.native import native_decoder
 
 # The op codes, in the order the native decoders write them.
 _OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
@@ -59,3 +60,9 @@ def unpack_row(commit_ts: int, data: bytes) -> RowChange:
         partition_id=partition,
         handle_key_only=key_only,
     )
+
+
+def row_reader() -> Callable[[int, bytes], RowChange]:
+    """:func:`unpack_row`, or its native equal (which hands it what it refuses) when built."""
+    native = native_decoder("RowUnpacker", column_type, unpack_row)
+    return native.unpack if native is not None else unpack_row

@@ -36,7 +36,7 @@ import msgpack
 import redis
 
 from streams.model import DDLEvent, RowChange, Value
-from streams.packed import pack_rows, unpack_row
+from streams.packed import pack_rows, row_reader
 
 TS_DIGITS = 16
 OFFSET_DIGITS = 16
@@ -183,6 +183,7 @@ class Staging:
         self.prefix = f"tcs:{{{pipeline}}}:"
         self._stage = client.register_script(_STAGE)
         self._hold_ts = client.register_script(_HOLD_TS)
+        self._unpack_row = row_reader()
 
     def key(self, name: str) -> str:
         return self.prefix + name
@@ -379,7 +380,7 @@ class Staging:
             if body in seen:
                 continue
             seen.add(body)
-            yield unpack_row(int(ts, 16), body)
+            yield self._unpack_row(int(ts, 16), body)
         while pending_ddl is not None:
             yield Barrier(unpack_ddl(int(pending_ddl[:TS_DIGITS], 16), pending_ddl[DDL_PREFIX:]))
             pending_ddl = next(ddls, None)

@@ -31,6 +31,20 @@ def service_missing(name: str, error: BaseException) -> None:
 
 
 @pytest.fixture(scope="session")
+def native() -> Any:
+    """The native wheel (``ticdc_sink_native``): required under CI, where `make` builds it."""
+    from streams.native import native_module
+
+    module = native_module()
+    if module is None:
+        message = "ticdc_sink_native is not installed (make builds it from native/)"
+        if IN_CI:
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return module
+
+
+@pytest.fixture(scope="session")
 def settings() -> Settings:
     return load_settings()
 

@@ -1,4 +1,4 @@
-//! Native fast paths for ticdc-sink's codecs.
+//! Native fast paths for ticdc-sink's codecs, and for reading staged rows back.
 //!
 //! Each decoder handles the common, well-formed case and returns `None` for anything else: the
 //! pure-Python codec then decodes the same message and is the one that accepts it or raises a
@@ -12,6 +12,7 @@ mod model;
 mod msgpack;
 mod open_protocol;
 mod simple;
+mod unpack;
 
 use pyo3::prelude::*;
 
@@ -21,5 +22,6 @@ fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<open_protocol::OpenDecoder>()?;
     module.add_class::<craft::CraftDecoder>()?;
     module.add_class::<simple::SimpleDecoder>()?;
+    module.add_class::<unpack::RowUnpacker>()?;
     Ok(())
 }

@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.native import native_decoder
 from streams.codecs.values import as_bytes, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -37,6 +36,7 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.native import native_decoder
 from streams.packed import PackedEvents
 
 PROTOCOL = "craft"

@@ -16,7 +16,6 @@ import orjson
 
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.native import native_decoder
 from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -31,6 +30,7 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.native import native_decoder
 from streams.packed import PackedEvents
 
 PROTOCOL = "open"

@@ -21,7 +21,6 @@ import orjson
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
-from streams.codecs.native import native_decoder
 from streams.codecs.simple_schema import (
     MemorySchemaStore,
     SchemaStore,
@@ -47,6 +46,7 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.native import native_decoder
 
 VERSION = 1
 _MASK64 = (1 << 64) - 1

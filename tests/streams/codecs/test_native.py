@@ -18,12 +18,10 @@ from hypothesis import strategies as st
 from config.errors import DecodeError
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
-from streams.codecs.native import native_module
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Event, Op, Resolved, RowChange
 from streams.packed import pack_rows
-from tests.conftest import IN_CI
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
 
@@ -34,12 +32,8 @@ PACKED = ["open", "craft"]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _native_installed() -> None:
-    if native_module() is None:
-        message = "ticdc_sink_native is not installed (make builds it from native/)"
-        if IN_CI:
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+def _native_installed(native: Any) -> None:
+    """Every test here compares against the native decoders."""
 
 
 class _Pair:
@@ -273,10 +267,9 @@ class _Checked:
 
 
 @pytest.mark.parametrize("resolved", [_Reordered, _Checked])
-def test_a_model_the_native_side_does_not_build_is_refused(resolved: type) -> None:
-    module: Any = native_module()
+def test_a_model_the_native_side_does_not_build_is_refused(resolved: type, native: Any) -> None:
     with pytest.raises(TypeError, match=r"native/src/model\.rs"):
-        module.Model(RowChange, resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
+        native.Model(RowChange, resolved, Op.INSERT, Op.UPDATE, Op.DELETE)
 
 
 @pytest.mark.parametrize(

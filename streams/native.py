@@ -1,8 +1,9 @@
 """The optional native fast paths: the ``ticdc-sink-native`` wheel, built from ``native/``.
 
 A native decoder takes the well-formed messages and hands anything else back to its Python codec,
-which stays the reference: it decides what is accepted and words every error. The tests hold the
-two to the same events. ``TICDC_SINK_NATIVE=0`` turns the native paths off.
+which stays the reference: it decides what is accepted and words every error; the native reader
+of staged rows does the same with :func:`streams.packed.unpack_row`. The tests hold each pair to
+the same results. ``TICDC_SINK_NATIVE=0`` turns the native paths off.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def native_module() -> ModuleType | None:
 
 
 def native_decoder(name: str, *extra: Any, enabled: bool = True) -> Any | None:
-    """The native decoder class ``name`` made for the model (and ``extra``), or None."""
+    """The native class ``name`` made for the model (and ``extra``), or None."""
     module = native_module() if enabled else None
     if module is None:
         return None

@@ -1,0 +1,183 @@
+//! Staged rows back into the model's `RowChange`: every row the sink applies is read here.
+//!
+//! The packed form is what `streams/packed.py` writes. Rows of one table version repeat their
+//! schema, table and columns byte for byte, so those are turned into Python objects once and
+//! each row only reads its values.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyString};
+
+use crate::model::{Model, Row, Value};
+use crate::msgpack::Reader;
+
+// Layouts kept before the cache starts over (one per table version; bounded for any input).
+const MAX_LAYOUTS: usize = 4_096;
+
+/// One (schema, table, columns) as Python objects: the names, and `{name: ColumnType}`.
+struct Layout {
+    schema: Py<PyString>,
+    table: Py<PyString>,
+    columns: Py<PyDict>,
+    names: Vec<(String, Py<PyString>)>,
+}
+
+/// Reads packed rows into `RowChange` objects, handing what it refuses to the Python reader.
+#[pyclass(frozen, module = "ticdc_sink_native")]
+pub struct RowUnpacker {
+    model: Py<Model>,
+    column_type: Py<PyAny>,
+    fallback: Py<PyAny>,
+    layouts: Mutex<HashMap<Vec<u8>, Arc<Layout>>>,
+}
+
+#[pymethods]
+impl RowUnpacker {
+    /// The model; `column_type(mysql_type, flags)`; and the Python `unpack_row`, called with
+    /// what this reader refuses (it reads or rejects that itself).
+    #[new]
+    fn new(model: Py<Model>, column_type: Py<PyAny>, fallback: Py<PyAny>) -> Self {
+        RowUnpacker {
+            model,
+            column_type,
+            fallback,
+            layouts: Mutex::default(),
+        }
+    }
+
+    /// The row change packed in `data` (its commit ts travels beside it).
+    fn unpack<'py>(
+        &self,
+        py: Python<'py>,
+        commit_ts: u64,
+        data: &Bound<'py, PyBytes>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self.read(py, commit_ts, data.as_bytes())? {
+            Some(row) => Ok(row),
+            None => self.fallback.bind(py).call1((commit_ts, data)),
+        }
+    }
+}
+
+impl RowUnpacker {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        commit_ts: u64,
+        data: &[u8],
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let mut reader = Reader::new(data);
+        let (Some(8), Some(op @ 0..=2)) = (reader.array(), reader.unsigned()) else {
+            return Ok(None);
+        };
+        let start = reader.at();
+        let Some(parts) = layout_parts(&mut reader) else {
+            return Ok(None);
+        };
+        let layout = self.layout(py, reader.since(start), parts)?;
+        let (Some(new), Some(old)) = (
+            image(py, &mut reader, &layout)?,
+            image(py, &mut reader, &layout)?,
+        ) else {
+            return Ok(None);
+        };
+        let partition_id = match reader.value() {
+            Some(Value::Null) => None,
+            Some(id @ (Value::Signed(_) | Value::Unsigned(_))) => Some(id.to_py(py)?),
+            _ => return Ok(None),
+        };
+        let Some(handle_key_only) = reader.boolean() else {
+            return Ok(None);
+        };
+        if !reader.is_done() {
+            return Ok(None);
+        }
+        let row = Row {
+            commit_ts,
+            schema: layout.schema.bind(py).clone(),
+            table: layout.table.bind(py).clone(),
+            op: op as usize,
+            columns: layout.columns.bind(py).copy()?.into_any(),
+            new: new.map(Bound::into_any),
+            old: old.map(Bound::into_any),
+            partition_id,
+            handle_key_only,
+        };
+        Ok(Some(self.model.get().row(py, row)?))
+    }
+
+    /// The layout of `raw` (schema, table and columns as packed), made on first sight. The
+    /// lock is never held across a Python call: one could let another thread in, which would
+    /// then wait for the lock holding the GIL.
+    fn layout(&self, py: Python<'_>, raw: &[u8], parts: Parts<'_>) -> PyResult<Arc<Layout>> {
+        let lock = || self.layouts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(layout) = lock().get(raw) {
+            return Ok(Arc::clone(layout));
+        }
+        let (schema, table, specs) = parts;
+        let columns = PyDict::new(py);
+        let mut names = Vec::with_capacity(specs.len());
+        let column_type = self.column_type.bind(py);
+        for (name, mysql_type, flags) in specs {
+            let key = PyString::new(py, name);
+            columns.set_item(&key, column_type.call1((mysql_type, flags))?)?;
+            names.push((name.to_owned(), key.unbind()));
+        }
+        let layout = Arc::new(Layout {
+            schema: PyString::new(py, schema).unbind(),
+            table: PyString::new(py, table).unbind(),
+            columns: columns.unbind(),
+            names,
+        });
+        let mut layouts = lock();
+        if layouts.len() >= MAX_LAYOUTS {
+            layouts.clear();
+        }
+        layouts.insert(raw.to_vec(), Arc::clone(&layout));
+        Ok(layout)
+    }
+}
+
+/// Schema, table, and each column's (name, MySQL type, flags).
+type Parts<'a> = (&'a str, &'a str, Vec<(&'a str, u64, u64)>);
+
+fn layout_parts<'a>(reader: &mut Reader<'a>) -> Option<Parts<'a>> {
+    let (schema, table) = (reader.text()?, reader.text()?);
+    let count = reader.array()?;
+    let mut specs = Vec::with_capacity(count.min(4_096));
+    for _ in 0..count {
+        if reader.array()? != 3 {
+            return None;
+        }
+        specs.push((reader.text()?, reader.unsigned()?, reader.unsigned()?));
+    }
+    Some((schema, table, specs))
+}
+
+/// A row image: `Some(None)` for nil, `None` for what this reader refuses. Column names are
+/// the layout's own strings when they come in the layout's order, as they do when packed.
+fn image<'py>(
+    py: Python<'py>,
+    reader: &mut Reader<'_>,
+    layout: &Layout,
+) -> PyResult<Option<Option<Bound<'py, PyDict>>>> {
+    let length = match reader.map_or_nil() {
+        None => return Ok(None),
+        Some(None) => return Ok(Some(None)),
+        Some(Some(length)) => length,
+    };
+    let values = PyDict::new(py);
+    for index in 0..length {
+        let (Some(name), Some(value)) = (reader.text(), reader.value()) else {
+            return Ok(None);
+        };
+        let value = value.to_py(py)?;
+        match layout.names.get(index) {
+            Some((known, key)) if known == name => values.set_item(key.bind(py), value)?,
+            _ => values.set_item(PyString::new(py, name), value)?,
+        }
+    }
+    Ok(Some(Some(values)))
+}
