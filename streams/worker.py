@@ -82,6 +82,19 @@ class MessageStager:
         offset as one unit, in order, so a crash midway leaves a prefix staged and the rest to
         be re-delivered.
         """
+        pipe, fresh = self._queue_batch(records)
+        pipe.execute()
+        self._batch_staged(fresh)
+
+    async def stage_batch_async(self, records: Sequence[Record]) -> None:
+        """:meth:`stage_batch`, with the round trip awaited from a thread: while Redis runs the
+        batch, the event loop goes on (Faust fetches and buffers the next batch)."""
+        pipe, fresh = self._queue_batch(records)
+        await asyncio.to_thread(pipe.execute)
+        self._batch_staged(fresh)
+
+    def _queue_batch(self, records: Sequence[Record]) -> tuple[Any, list[Record]]:
+        """A pipeline staging the records not staged yet, and those records."""
         # Replays (a rebalance, a restart after a crash) are skipped before any decoding; the
         # staging script checks again, atomically, so a race between workers is still safe.
         staged = self._staged_offsets(records)
@@ -93,7 +106,9 @@ class MessageStager:
             by_partition.setdefault(record[0], []).append(self._stage(record, pipe))
         for tp, messages in by_partition.items():
             self.staging.stage_messages(tp, messages, pipe)
-        pipe.execute()
+        return pipe, fresh
+
+    def _batch_staged(self, fresh: list[Record]) -> None:
         for tp, offset, _, _ in fresh:
             self._last_staged[tp] = offset
         if self._schemas_changed and self.staging.client.llen(self.staging.key("held")):
@@ -317,7 +332,7 @@ async def _stage_until_done(app: Any, stager: MessageStager, records: list[Recor
     acknowledged until it is staged, and staging it again is harmless."""
 
     async def stage() -> None:
-        stager.stage_batch(records)
+        await stager.stage_batch_async(records)
 
     await _until_done(app, stage, (redis.ConnectionError, redis.TimeoutError), "staging")
 

@@ -128,3 +128,17 @@ def test_a_partition_that_went_elsewhere_and_back_is_checked_again(staging: Stag
     first.stage_batch([records[3], bad, records[5]])
     assert len(staging.client.xrange(staging.key("deadletters"))) == 1
     assert staging.staged_offset(TP) == 5
+
+
+async def test_the_async_batch_stages_what_the_sync_one_does(staging: Staging) -> None:
+    # The worker's path: the same queued pipeline, run from a thread.
+    bootstrap, dml, watermark, row = _simple_messages()
+    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
+    stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
+    await stager.stage_batch_async([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    assert len(staging.held()) == 1
+    await stager.stage_batch_async([(TP, 2, None, bootstrap.value), (TP, 3, b"x", b"junk")])
+    assert staging.held() == []
+    assert list(staging.release(0, TS + 10)) == [row]
+    assert staging.staged_offset(TP) == 3
+    assert staging.client.xlen(staging.key("deadletters")) == 1
