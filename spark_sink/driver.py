@@ -28,7 +28,7 @@ log = logging.getLogger("ticdc_sink.sink")
 # How long the loop waits after Redis could not be reached.
 REDIS_RETRY_S = 1.0
 # How long the loop sleeps when there is nothing new to apply.
-IDLE_SLEEP_S = 0.2
+IDLE_SLEEP_S = 0.05
 
 
 class Sink:

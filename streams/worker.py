@@ -74,6 +74,11 @@ class MessageStager:
         self.dead_letters = 0
         self._schemas_changed = False
         self._last_staged: dict[TopicPartition, int] = {}
+        # Labelled once: a labels() lookup per message costs more than the increment.
+        pipeline = staging.pipeline
+        self._rows_decoded = EVENTS_DECODED.labels(pipeline, "row")
+        self._marks_decoded = EVENTS_DECODED.labels(pipeline, "resolved")
+        self._rows_staged = ROWS_STAGED.labels(pipeline)
 
     def stage_batch(self, records: Sequence[Record]) -> None:
         """Stage consecutive messages in one Redis round trip.
@@ -179,12 +184,11 @@ class MessageStager:
         return StagedMessage(offset, pack_rows(rows), ddls, max(marks) if marks else None)
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
-        pipeline = self.staging.pipeline
-        EVENTS_DECODED.labels(pipeline, "row").inc(rows)
-        ROWS_STAGED.labels(pipeline).inc(rows)
+        self._rows_decoded.inc(rows)
+        self._rows_staged.inc(rows)
         if marks:
-            EVENTS_DECODED.labels(pipeline, "resolved").inc(len(marks))
-            PARTITION_WATERMARK.labels(pipeline, tp.topic, str(tp.partition)).set(
+            self._marks_decoded.inc(len(marks))
+            PARTITION_WATERMARK.labels(self.staging.pipeline, tp.topic, str(tp.partition)).set(
                 tso_seconds(max(marks))
             )
 
