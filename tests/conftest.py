@@ -22,12 +22,15 @@ from spark_sink.downstream import connect as downstream_connect
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
 
-def service_missing(name: str, error: BaseException) -> None:
-    """Fail under CI, skip elsewhere: a service that is not there."""
-    message = f"{name} is not reachable ({error}); run `ticdc-sink services up`"
+def missing(message: str) -> None:
+    """Fail under CI, skip elsewhere: something a test needs is not there."""
     if IN_CI:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+def service_missing(name: str, error: BaseException) -> None:
+    missing(f"{name} is not reachable ({error}); run `ticdc-sink services up`")
 
 
 @pytest.fixture(scope="session")
@@ -37,10 +40,7 @@ def native() -> Any:
 
     module = native_module()
     if module is None:
-        message = "ticdc_sink_native is not installed (make builds it from native/)"
-        if IN_CI:
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
+        missing("ticdc_sink_native is not installed (make builds it from native/)")
     return module
 
 

@@ -31,9 +31,8 @@ PROTOCOLS = ["open", "craft", "simple"]
 PACKED = ["open", "craft"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _native_installed(native: Any) -> None:
-    """Every test here compares against the native decoders."""
+# Every test here compares against the native decoders.
+pytestmark = pytest.mark.usefixtures("native")
 
 
 class _Pair:
