@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 import redis
 
@@ -52,14 +53,19 @@ def _deliver_only(messages: int) -> None:
     first: list[float] = []
     seen = [0]
 
-    async def count(self: worker.MessageStager, records: list[worker.Record]) -> None:
+    async def count(
+        self: worker.StagingLine,
+        records: list[worker.Record],
+        acknowledge: Callable[[], Awaitable[None]],
+    ) -> None:
         first[:] = first or [time.perf_counter()]
         seen[0] += len(records)
+        await acknowledge()
         if seen[0] >= messages:
             # The Faust worker redirects sys.stdout into its log: write to the pipe itself.
             os.write(1, b"%f\n" % (time.perf_counter() - first[0]))
 
-    worker.MessageStager.stage_batch_async = count  # type: ignore[method-assign]
+    worker.StagingLine.submit = count  # type: ignore[method-assign]
     worker.run_worker(load_settings())
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from streams.metrics import (
     tso_seconds,
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
-from streams.packed import pack_rows
+from streams.packed import PackedEvents, pack_rows
 from streams.schema_store import RedisSchemaStore
 from streams.staging import StagedMessage, Staging, TopicPartition
 from streams.status import kafka_offsets, snapshot
@@ -40,6 +42,10 @@ from streams.status import kafka_offsets, snapshot
 log = logging.getLogger("ticdc_sink.worker")
 
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
+# A batch with its records' fast-path decoding (see MessageStager.decode).
+Decoded = tuple[Sequence[Record], list[PackedEvents | None], "Acknowledge"]
+# Acknowledges a staged batch's events to Faust (which then commits their offsets).
+Acknowledge = Callable[[], Awaitable[None]]
 
 # Heartbeats per session timeout (Kafka's advice: at most a third of it).
 HEARTBEATS_PER_SESSION = 10
@@ -49,6 +55,9 @@ COMMIT_EVERY = 5_000
 # Messages staged per Redis round trip, and how long a partial batch may wait for more.
 STAGE_BATCH = 200
 STAGE_WITHIN_S = 0.05
+# Batches handed to the staging line that wait for it (decoded, sent and the one waiting bound
+# the worker's batches in memory to three).
+LINE_WAITING = 1
 # How often held messages (Simple DML before its schema) are retried without a new schema.
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
@@ -62,6 +71,15 @@ NO_COMMIT_TS = (
 )
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A batch decoded and queued on a Redis pipeline, not yet sent."""
+
+    pipe: Any
+    # Whether it carries schemas (DDL, BOOTSTRAP) that held messages may be waiting for.
+    schemas_changed: bool
 
 
 class MessageStager:
@@ -87,39 +105,60 @@ class MessageStager:
         offset as one unit, in order, so a crash midway leaves a prefix staged and the rest to
         be re-delivered.
         """
-        pipe, fresh = self._queue_batch(records)
-        pipe.execute()
-        self._batch_staged(fresh)
+        batch = self.prepare(records)
+        try:
+            self.send(batch)
+        except BaseException:
+            self.forget_offsets()
+            raise
+        self.staged(batch)
 
-    async def stage_batch_async(self, records: Sequence[Record]) -> None:
-        """:meth:`stage_batch`, with the round trip awaited from a thread: while Redis runs the
-        batch, the event loop goes on (Faust fetches and buffers the next batch)."""
-        pipe, fresh = self._queue_batch(records)
-        await asyncio.to_thread(pipe.execute)
-        self._batch_staged(fresh)
+    def prepare(self, records: Sequence[Record]) -> PreparedBatch:
+        """Decode ``records`` and queue their staging on a pipeline, not yet sent.
 
-    def _queue_batch(self, records: Sequence[Record]) -> tuple[Any, list[Record]]:
-        """A pipeline staging the records not staged yet, and those records."""
+        The stager then counts them as staged, so the next batch can be prepared while this one
+        is sent (see :meth:`send` for a failed round trip).
+        """
+        fresh = self.fresh(records)
+        return self.queue(fresh, self.decode(fresh))
+
+    def fresh(self, records: Sequence[Record]) -> list[Record]:
+        """The records not staged yet."""
         # Replays (a rebalance, a restart after a crash) are skipped before any decoding; the
         # staging script checks again, atomically, so a race between workers is still safe.
-        staged = self._staged_offsets(records)
-        fresh = [r for r in records if staged.get(r[0], -1) < r[1]]
+        staged = self.staged_offsets(records)
+        return [r for r in records if staged[r[0]] < r[1]]
+
+    def decode(self, records: Sequence[Record]) -> list[PackedEvents | None]:
+        """The records' fast-path decoding (see :meth:`Codec.decode_packed_many`); safe to run
+        in a thread while the event loop goes on."""
+        return self.codec.decode_packed_many([(key, value or b"") for _, _, key, value in records])
+
+    def queue(
+        self, records: Sequence[Record], packed: Sequence[PackedEvents | None]
+    ) -> PreparedBatch:
+        """A pipeline staging ``records`` (``packed``: their :meth:`decode`)."""
         pipe = self.staging.client.pipeline(transaction=False)
         self._schemas_changed = False
         by_partition: dict[TopicPartition, list[StagedMessage]] = {}
-        for record in fresh:
-            by_partition.setdefault(record[0], []).append(self._stage(record, pipe))
+        for record, events in zip(records, packed, strict=True):
+            by_partition.setdefault(record[0], []).append(self._stage(record, events, pipe))
         for tp, messages in by_partition.items():
             self.staging.stage_messages(tp, messages, pipe)
-        return pipe, fresh
+            self._last_staged[tp] = messages[-1].offset
+        return PreparedBatch(pipe, self._schemas_changed)
 
-    def _batch_staged(self, fresh: list[Record]) -> None:
-        for tp, offset, _, _ in fresh:
-            self._last_staged[tp] = offset
-        if self._schemas_changed and self.staging.client.llen(self.staging.key("held")):
+    def send(self, batch: PreparedBatch) -> None:
+        """Run a prepared batch's round trip (from any thread). If it fails, the caller calls
+        :meth:`forget_offsets`: what was counted as staged may not be."""
+        batch.pipe.execute()
+
+    def staged(self, batch: PreparedBatch) -> None:
+        """After a batch is sent: stage the held messages its schemas may have unblocked."""
+        if batch.schemas_changed and self.staging.client.llen(self.staging.key("held")):
             self.retry_held()
 
-    def _staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
+    def staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
         """The last staged offset of each partition in ``records``. Redis is asked only for a
         partition whose records do not follow straight on from what this stager staged last
         (the first batch, a seek, a rebalance): a consumer reads a partition's offsets in order."""
@@ -153,13 +192,12 @@ class MessageStager:
             staged += 1
         return staged
 
-    def _stage(self, record: Record, pipe: Any) -> StagedMessage:
+    def _stage(self, record: Record, packed: PackedEvents | None, pipe: Any) -> StagedMessage:
         """What ``record`` stages; a dead letter or a held message also queues its own command
         on ``pipe``."""
         tp, offset, key, value = record
         # The fast path: rows packed straight from the wire (a row without a commit ts goes the
         # long way, which dead-letters it).
-        packed = self.codec.decode_packed(key, value or b"")
         if packed is not None and all(ts for ts, _ in packed[0]):
             rows, marks = packed
             self._count(tp, len(rows), marks)
@@ -237,6 +275,8 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     """The Faust app of one pipeline: an agent over ``TICDC_SINK_TOPICS`` that stages."""
     import faust
 
+    from streams.transport import ChunkTransport
+
     if not settings.topics:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
     app = faust.App(
@@ -260,6 +300,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         web_bind="127.0.0.1",
         web_host="127.0.0.1",
     )
+    app.transport = ChunkTransport(app.conf.broker_consumer, app)
     if settings.protocol is Protocol.CANAL_JSON:
         log.warning(
             "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
@@ -305,19 +346,22 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
 
     @app.agent(topic)
     async def stage(stream: Any) -> None:
-        # take_events acks a batch only when the next one is asked for: after it is staged.
-        async for events in stream.take_events(STAGE_BATCH, within=STAGE_WITHIN_S):
-            records = [
-                (
-                    TopicPartition(e.message.topic, e.message.partition),
-                    e.message.offset,
-                    e.message.key,
-                    e.message.value,
-                )
-                for e in events
-            ]
-            await _stage_until_done(app, stager, records)
-            await _wait_for_room(app, settings, staging)
+        line = StagingLine(app, stager, functools.partial(_wait_for_room, app, settings, staging))
+        try:
+            # Unacknowledged until staged: the line acknowledges each batch once it is staged.
+            async for events in stream.noack_take(STAGE_BATCH, within=STAGE_WITHIN_S):
+                records = [
+                    (
+                        TopicPartition(e.message.topic, e.message.partition),
+                        e.message.offset,
+                        e.message.key,
+                        e.message.value,
+                    )
+                    for e in events
+                ]
+                await line.submit(records, functools.partial(_acknowledge, stream, events))
+        finally:
+            await line.close()
 
     return app
 
@@ -331,14 +375,110 @@ def _skip_tick_without_redis(what: str) -> Iterator[None]:
         log.warning("%s skipped: Redis unavailable (%s)", what, error)
 
 
-async def _stage_until_done(app: Any, stager: MessageStager, records: list[Record]) -> None:
-    """Stage a batch, riding out Redis restarts and dropped connections: the batch is not
-    acknowledged until it is staged, and staging it again is harmless."""
+class StagingLine:
+    """Stages batches in the order they are submitted, on tasks of its own.
 
-    async def stage() -> None:
-        await stager.stage_batch_async(records)
+    The agent hands a batch over and goes back to Faust for the next one at once. One task
+    decodes batches (in a thread: the native decoders let go of the GIL, so on a second core),
+    another queues each decoded batch's staging and sends it to Redis while the next is
+    decoded and Faust delivers the one after. One round trip is in flight at a time, so each
+    partition's messages reach Redis in order; each batch is acknowledged once it is staged;
+    nothing more is sent while staging is over its limits (``wait_for_room``). If the line
+    fails (a bad message under ``halt``, Redis gone while stopping) the worker stops.
+    """
 
-    await _until_done(app, stage, (redis.ConnectionError, redis.TimeoutError), "staging")
+    def __init__(
+        self,
+        app: Any,
+        stager: MessageStager,
+        wait_for_room: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._app = app
+        self._stager = stager
+        self._wait_for_room = wait_for_room
+        self._waiting: asyncio.Queue[tuple[Sequence[Record], Acknowledge]] = asyncio.Queue(
+            LINE_WAITING
+        )
+        self._decoded: asyncio.Queue[Decoded] = asyncio.Queue(LINE_WAITING)
+        self._tasks: list[asyncio.Future[None]] = []
+
+    async def submit(self, records: Sequence[Record], acknowledge: Acknowledge) -> None:
+        """Queue a batch; waits while :data:`LINE_WAITING` batches wait already."""
+        if not self._tasks:
+            self._tasks = [
+                asyncio.ensure_future(self._until_failed(self._decode())),
+                asyncio.ensure_future(self._until_failed(self._stage())),
+            ]
+        await self._waiting.put((records, acknowledge))
+
+    async def close(self) -> None:
+        """Stop the line's tasks (what is staged stays staged; the rest is not acknowledged)."""
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks = []
+
+    async def _until_failed(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.error("staging stopped: %s", error)
+            await self._app.crash(error)
+            raise
+
+    async def _decode(self) -> None:
+        while True:
+            records, acknowledge = await self._waiting.get()
+            packed = await asyncio.to_thread(self._stager.decode, records)
+            await self._decoded.put((records, packed, acknowledge))
+
+    async def _stage(self) -> None:
+        sending: asyncio.Future[None] | None = None
+        while True:
+            records, packed, acknowledge = await self._decoded.get()
+            # Replays are dropped here rather than before decoding: they are rare (a restart,
+            # a rebalance) and this knows the offsets of every batch queued before it.
+            staged = self._stager.staged_offsets(records)
+            fresh = [(r, p) for r, p in zip(records, packed, strict=True) if staged[r[0]] < r[1]]
+            batch = self._stager.queue([r for r, _ in fresh], [p for _, p in fresh])
+            if sending is not None:
+                await sending
+            if self._wait_for_room is not None:
+                # Backpressure: while this waits the queues fill, the agent waits to submit,
+                # and Faust stops fetching once its buffer is full.
+                await self._wait_for_room()
+            sending = asyncio.ensure_future(self._send(records, batch, acknowledge))
+
+    async def _send(
+        self, records: Sequence[Record], batch: PreparedBatch, acknowledge: Acknowledge
+    ) -> None:
+        # Rides out Redis restarts and dropped connections: the batch is not acknowledged until
+        # it is staged, and staging it again is harmless.
+        prepared: PreparedBatch | None = batch
+
+        async def attempt() -> None:
+            nonlocal prepared
+            # After a failed round trip the batch is prepared again: Redis may hold part of it.
+            sent = prepared or self._stager.prepare(records)
+            prepared = None
+            try:
+                await asyncio.to_thread(self._stager.send, sent)
+            except BaseException:
+                self._stager.forget_offsets()
+                raise
+            self._stager.staged(sent)
+
+        await _until_done(
+            self._app, attempt, (redis.ConnectionError, redis.TimeoutError), "staging"
+        )
+        await acknowledge()
+
+
+async def _acknowledge(stream: Any, events: Sequence[Any]) -> None:
+    for event in events:
+        await stream.ack(event)
 
 
 async def _until_done(
@@ -363,8 +503,8 @@ async def _until_done(
 
 
 async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:
-    """Backpressure: hold the agent (and so its partitions) while staging is over its limits
-    and the sink has something to apply.
+    """Backpressure: hold the staging line (and so the agent and its partitions) while staging
+    is over its limits and the sink has something to apply.
 
     Faust stops fetching for a stream whose buffer is full, so Kafka keeps what Redis cannot
     take yet. When nothing staged is releasable (a partition's next watermark is still in

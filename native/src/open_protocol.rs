@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -112,19 +112,46 @@ impl OpenDecoder {
     ) -> PyResult<Option<PackedEvents<'py>>> {
         // Parsing and packing touch no Python object: other threads (Faust's consumer) run
         // meanwhile.
-        let packed = py.detach(|| {
-            let mut packed = Packed::default();
-            each_event(key, value, |event| match event {
-                Event::Resolved(ts) => {
-                    packed.resolved(ts);
-                    Ok(())
-                }
-                Event::Row(ts, row) => packed.row(ts, |out| pack_row(row, out)),
-            })
-            .map(|()| packed)
-        });
+        let packed = py.detach(|| pack_message(key, value));
         accepted(packed).map(|taken| taken.map(|packed| packed.into_py(py)))
     }
+
+    /// `decode_packed` of many (key, value) messages in one stretch without the GIL, so a
+    /// thread decodes a whole batch while the event loop goes on; `None` for each message the
+    /// Python codec must decide (an error included: it raises its own).
+    fn decode_packed_many<'py>(
+        &self,
+        py: Python<'py>,
+        messages: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>,
+    ) -> Vec<Option<PackedEvents<'py>>> {
+        let slices: Vec<(&[u8], &[u8])> = messages
+            .iter()
+            .map(|(key, value)| (key.as_bytes(), value.as_bytes()))
+            .collect();
+        let packed: Vec<Option<Packed>> = py.detach(|| {
+            slices
+                .iter()
+                .map(|(key, value)| pack_message(key, value).ok())
+                .collect()
+        });
+        packed
+            .into_iter()
+            .map(|one| one.map(|packed| packed.into_py(py)))
+            .collect()
+    }
+}
+
+/// A message's rows packed and its resolved timestamps (no Python object touched).
+fn pack_message(key: &[u8], value: &[u8]) -> Outcome<Packed> {
+    let mut packed = Packed::default();
+    each_event(key, value, |event| match event {
+        Event::Resolved(ts) => {
+            packed.resolved(ts);
+            Ok(())
+        }
+        Event::Row(ts, row) => packed.row(ts, |out| pack_row(row, out)),
+    })
+    .map(|()| packed)
 }
 
 fn accepted<T>(outcome: Outcome<T>) -> PyResult<Option<T>> {

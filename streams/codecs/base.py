@@ -38,6 +38,13 @@ class Codec(ABC):
         :meth:`decode`."""
         return None
 
+    def decode_packed_many(
+        self, messages: Sequence[tuple[bytes | None, bytes]]
+    ) -> list[PackedEvents | None]:
+        """:meth:`decode_packed` of each (key, value) message, which a native codec does for the
+        whole batch without holding the GIL (safe to call from a thread)."""
+        return [self.decode_packed(key, value) for key, value in messages]
+
     @abstractmethod
     def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
         """Messages carrying ``events`` in order, batched as TiCDC batches this protocol."""

@@ -251,6 +251,18 @@ class OpenProtocolCodec(Codec):
         native = self._native_for(key, value)
         return None if native is None else native.decode_packed(key, value)
 
+    def decode_packed_many(
+        self, messages: Sequence[tuple[bytes | None, bytes]]
+    ) -> list[PackedEvents | None]:
+        if self._native is None:
+            return [None] * len(messages)
+        taken = [i for i, (key, value) in enumerate(messages) if self._native_for(key, value)]
+        out: list[PackedEvents | None] = [None] * len(messages)
+        packed = self._native.decode_packed_many([messages[i] for i in taken])
+        for i, events in zip(taken, packed, strict=True):
+            out[i] = events
+        return out
+
     def _native_for(self, key: bytes | None, value: bytes) -> Any:
         """The native decoder, when there is one and this message is its to try."""
         if (

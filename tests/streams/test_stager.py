@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -13,7 +15,7 @@ from streams.codecs import codec_for
 from streams.model import Op, Resolved, RowChange, column_type
 from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
-from streams.worker import MessageStager
+from streams.worker import Acknowledge, MessageStager, StagingLine
 
 pytestmark = pytest.mark.integration
 
@@ -130,15 +132,82 @@ def test_a_partition_that_went_elsewhere_and_back_is_checked_again(staging: Stag
     assert staging.staged_offset(TP) == 5
 
 
-async def test_the_async_batch_stages_what_the_sync_one_does(staging: Staging) -> None:
-    # The worker's path: the same queued pipeline, run from a thread.
+class _App:
+    """What the staging line asks of the Faust app."""
+
+    should_stop = False
+
+    def __init__(self) -> None:
+        self.crashed: BaseException | None = None
+
+    async def crash(self, error: BaseException) -> None:
+        self.crashed = error
+
+
+def _acknowledger(staging: Staging, acked: list[int], last_offset: int) -> Acknowledge:
+    async def acknowledge() -> None:
+        # Never before the batch is staged: Faust commits what is acknowledged.
+        assert staging.staged_offset(TP) == last_offset
+        acked.append(last_offset)
+
+    return acknowledge
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while not condition():
+            await asyncio.sleep(0.01)
+
+
+async def test_the_line_stages_what_the_sync_batch_does(staging: Staging) -> None:
+    # The worker's path: decoded in a thread, sent from another, acknowledged once staged.
     bootstrap, dml, watermark, row = _simple_messages()
     schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
-    await stager.stage_batch_async([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
-    assert len(staging.held()) == 1
-    await stager.stage_batch_async([(TP, 2, None, bootstrap.value), (TP, 3, b"x", b"junk")])
+    line = StagingLine(_App(), stager)
+    acked: list[int] = []
+    batches = [
+        [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)],
+        [(TP, 2, None, bootstrap.value), (TP, 3, b"x", b"junk")],
+    ]
+    for batch in batches:
+        await line.submit(batch, _acknowledger(staging, acked, batch[-1][1]))
+    await _until(lambda: len(acked) == 2)
+    await line.close()
+    assert acked == [1, 3]
     assert staging.held() == []
     assert list(staging.release(0, TS + 10)) == [row]
-    assert staging.staged_offset(TP) == 3
     assert staging.client.xlen(staging.key("deadletters")) == 1
+
+
+async def test_the_line_keeps_each_partition_in_order_across_many_batches(
+    staging: Staging,
+) -> None:
+    rows = [
+        RowChange(TS + i, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": i}, None)
+        for i in range(1, 400)
+    ]
+    codec = codec_for("open")
+    messages = codec.encode(rows) + codec.encode([Resolved(TS + 1000)])
+    records = [(TP, offset, m.key, m.value) for offset, m in enumerate(messages)]
+    line = StagingLine(_App(), MessageStager(staging, codec, OnError.DEADLETTER))
+    acked: list[int] = []
+    for start in range(0, len(records), 3):
+        batch = records[start : start + 3]
+        await line.submit(batch, _acknowledger(staging, acked, batch[-1][1]))
+    await _until(lambda: bool(acked) and acked[-1] == len(records) - 1)
+    await line.close()
+    assert acked == sorted(acked)
+    assert list(staging.release(0, TS + 1000)) == rows
+
+
+async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:
+    app = _App()
+    line = StagingLine(app, MessageStager(staging, codec_for("open"), OnError.HALT))
+    acked: list[int] = []
+    await line.submit([(TP, 0, b"\x00" * 8, b"junk")], _acknowledger(staging, acked, 0))
+    await _until(lambda: app.crashed is not None)
+    await line.close()
+    assert isinstance(app.crashed, DecodeError)
+    assert acked == []
+    assert staging.staged_offset(TP) is None
