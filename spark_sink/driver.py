@@ -19,6 +19,7 @@ from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from spark_sink.metrics import record_batch
 from spark_sink.plan import plan_batch
+from spark_sink.read_ahead import read_ahead
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent, RowChange
 from streams.staging import Barrier, Staging
@@ -59,7 +60,9 @@ class Sink:
         if resolved is None or resolved <= checkpoint:
             return checkpoint
         batch: list[RowChange] = []
-        for item in self.staging.release(checkpoint, resolved):
+        # Up to a batch is read ahead: the next one is read while this one is applied.
+        changes = read_ahead(self.staging.release(checkpoint, resolved), self.settings.batch_rows)
+        for item in changes:
             if isinstance(item, Barrier):
                 self._flush(batch, item.ddl.commit_ts)
                 batch = []

@@ -1,0 +1,71 @@
+"""Reading staged changes ahead of the apply: while the downstream applies one batch, a thread
+reads the next from Redis and unpacks it (the apply mostly waits on the database)."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# Items handed over per queue operation: one per item would cost more than the item.
+CHUNK = 1_000
+# How often a blocked hand-over looks whether the reader is still wanted.
+STOP_POLL_S = 0.1
+
+_DONE = object()
+
+
+class _Failed:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+def read_ahead(items: Iterator[T], limit: int) -> Iterator[T]:
+    """``items`` in order, produced by a thread up to about ``limit`` items ahead of the caller.
+
+    An error raised by ``items`` is raised here, in its place; a caller that stops early stops
+    the thread (after the item it is producing).
+    """
+    chunks: queue.Queue[list[T] | object] = queue.Queue(max(1, limit // CHUNK))
+    stop = threading.Event()
+
+    def hand_over(value: list[T] | object) -> bool:
+        while not stop.is_set():
+            try:
+                chunks.put(value, timeout=STOP_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        chunk: list[T] = []
+        try:
+            for item in items:
+                chunk.append(item)
+                if len(chunk) >= CHUNK:
+                    if not hand_over(chunk):
+                        return
+                    chunk = []
+            end: object = _DONE
+        except BaseException as error:  # handed to the caller, who raises it
+            end = _Failed(error)
+        if hand_over(chunk):
+            hand_over(end)
+
+    thread = threading.Thread(target=produce, name="read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            got = chunks.get()
+            if got is _DONE:
+                return
+            if isinstance(got, _Failed):
+                raise got.error
+            yield from got  # type: ignore[misc]
+    finally:
+        stop.set()
+        thread.join()

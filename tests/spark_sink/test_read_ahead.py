@@ -1,0 +1,46 @@
+"""read_ahead: the same items in the same order, errors in their place, and a reader that stops."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_sink.read_ahead import CHUNK, read_ahead
+
+
+@settings(max_examples=40, deadline=None)
+@given(count=st.integers(0, 5 * CHUNK + 3), limit=st.integers(0, 3 * CHUNK))
+def test_items_come_out_as_they_went_in(count: int, limit: int) -> None:
+    assert list(read_ahead(iter(range(count)), limit)) == list(range(count))
+
+
+def test_an_error_is_raised_after_the_items_before_it() -> None:
+    def items() -> Iterator[int]:
+        yield from range(CHUNK + 5)
+        raise ConnectionError("Redis went away")
+
+    seen: list[int] = []
+    with pytest.raises(ConnectionError, match="Redis went away"):
+        for item in read_ahead(items(), CHUNK):
+            seen.append(item)
+    assert seen == list(range(CHUNK + 5))
+
+
+def test_a_caller_that_stops_early_stops_the_reader_within_its_limit() -> None:
+    produced: list[int] = []
+
+    def items() -> Iterator[int]:
+        for item in range(100 * CHUNK):
+            produced.append(item)
+            yield item
+
+    reader = read_ahead(items(), 2 * CHUNK)
+    assert [next(reader) for _ in range(10)] == list(range(10))
+    reader.close()
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
+    # Two chunks queued, one being filled, one taken by the caller, and the item in hand.
+    assert len(produced) <= 4 * CHUNK + 1
