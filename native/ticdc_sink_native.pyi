@@ -3,6 +3,9 @@
 from collections.abc import Callable
 from typing import Any
 
+# Rows as (commit ts, packed row) and the resolved timestamps of one message.
+PackedEvents = tuple[list[tuple[int, bytes]], list[int]]
+
 class Model:
     """The event model the decoders build: ``RowChange``, ``Resolved`` and the row ops."""
 
@@ -15,10 +18,16 @@ class OpenDecoder:
     def decode(
         self, key: bytes, value: bytes, kinds: dict[int, tuple[Any, ...]]
     ) -> list[Any] | None: ...
+    def decode_packed(self, key: bytes, value: bytes) -> PackedEvents | None: ...
+    def decode_packed_many(
+        self, messages: list[tuple[bytes, bytes]]
+    ) -> list[PackedEvents | None]: ...
 
 class CraftDecoder:
     def __init__(self, model: Model, column_type: Any) -> None: ...
     def decode(self, value: bytes) -> list[Any] | None: ...
+    def decode_packed(self, value: bytes) -> PackedEvents | None: ...
+    def decode_packed_many(self, values: list[bytes]) -> list[PackedEvents | None]: ...
 
 class SimpleDecoder:
     def __init__(

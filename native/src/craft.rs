@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
 use crate::model::{self, Cell, Images, Model, Packed, PackedEvents, Row, Slot, Value};
 
@@ -285,21 +285,33 @@ impl CraftDecoder {
     /// when the Python codec must decide: what `decode` would return, already packed.
     fn decode_packed<'py>(&self, py: Python<'py>, value: &[u8]) -> Option<PackedEvents<'py>> {
         // Parsing and packing touch no Python object: other threads run meanwhile.
-        let packed = py.detach(|| {
-            let message = Message::parse(value)?;
-            let mut packed = Packed::default();
-            for event in events(&message)? {
-                match event {
-                    Event::Resolved(ts) => packed.resolved(ts),
-                    Event::Row(row) => {
-                        packed.row(row.commit_ts, |out| pack_row(&message, row, out))?
-                    }
-                }
-            }
-            Some(packed)
-        })?;
+        let packed = py.detach(|| pack_message(value))?;
         Some(packed.into_py(py))
     }
+
+    /// `decode_packed` of many messages in one stretch without the GIL; `None` for each the
+    /// Python codec must decide.
+    fn decode_packed_many<'py>(
+        &self,
+        py: Python<'py>,
+        values: Vec<Bound<'py, PyBytes>>,
+    ) -> Vec<Option<PackedEvents<'py>>> {
+        let slices: Vec<&[u8]> = values.iter().map(|value| value.as_bytes()).collect();
+        model::pack_many(py, &slices, |value| pack_message(value))
+    }
+}
+
+/// A message's rows packed and its resolved timestamps (no Python object touched).
+fn pack_message(value: &[u8]) -> Option<Packed> {
+    let message = Message::parse(value)?;
+    let mut packed = Packed::default();
+    for event in events(&message)? {
+        match event {
+            Event::Resolved(ts) => packed.resolved(ts),
+            Event::Row(row) => packed.row(row.commit_ts, |out| pack_row(&message, row, out))?,
+        }
+    }
+    Some(packed)
 }
 
 impl CraftDecoder {

@@ -191,6 +191,20 @@ pub struct Packed {
 /// What a `decode_packed` returns: (commit ts, packed row) pairs and the resolved timestamps.
 pub type PackedEvents<'py> = (Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>);
 
+/// Packs each message in one stretch without the GIL (a thread packs a whole batch while
+/// Python goes on), then makes the results Python objects: `None` where `pack` refuses.
+pub fn pack_many<'py, M: Sync>(
+    py: Python<'py>,
+    messages: &[M],
+    pack: impl Fn(&M) -> Option<Packed> + Sync,
+) -> Vec<Option<PackedEvents<'py>>> {
+    let packed: Vec<Option<Packed>> = py.detach(|| messages.iter().map(&pack).collect());
+    packed
+        .into_iter()
+        .map(|one| one.map(|packed| packed.into_py(py)))
+        .collect()
+}
+
 impl Packed {
     pub fn resolved(&mut self, commit_ts: u64) {
         self.resolved.push(commit_ts);

@@ -128,16 +128,7 @@ impl OpenDecoder {
             .iter()
             .map(|(key, value)| (key.as_bytes(), value.as_bytes()))
             .collect();
-        let packed: Vec<Option<Packed>> = py.detach(|| {
-            slices
-                .iter()
-                .map(|(key, value)| pack_message(key, value).ok())
-                .collect()
-        });
-        packed
-            .into_iter()
-            .map(|one| one.map(|packed| packed.into_py(py)))
-            .collect()
+        model::pack_many(py, &slices, |(key, value)| pack_message(key, value).ok())
     }
 }
 

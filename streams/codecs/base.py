@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -23,6 +23,23 @@ class KafkaMessage:
     value: bytes
 
 
+Messages = Sequence[tuple[bytes | None, bytes]]
+
+
+def packed_where(
+    messages: Messages,
+    eligible: Callable[[bytes | None, bytes], bool],
+    decode_many: Callable[[Messages], list[PackedEvents | None]],
+) -> list[PackedEvents | None]:
+    """``decode_many`` of the ``eligible`` messages, each result in its message's place; None
+    for the others (their codec decides)."""
+    taken = [i for i, (key, value) in enumerate(messages) if eligible(key, value)]
+    out: list[PackedEvents | None] = [None] * len(messages)
+    for i, events in zip(taken, decode_many([messages[i] for i in taken]), strict=True):
+        out[i] = events
+    return out
+
+
 class Codec(ABC):
     """Decodes Kafka messages of one protocol into events, and encodes events the way TiCDC does."""
 
@@ -38,9 +55,7 @@ class Codec(ABC):
         :meth:`decode`."""
         return None
 
-    def decode_packed_many(
-        self, messages: Sequence[tuple[bytes | None, bytes]]
-    ) -> list[PackedEvents | None]:
+    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
         """:meth:`decode_packed` of each (key, value) message, which a native codec does for the
         whole batch without holding the GIL (safe to call from a thread)."""
         return [self.decode_packed(key, value) for key, value in messages]

@@ -16,7 +16,7 @@ import struct
 from collections.abc import Callable, Sequence
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage, Messages, packed_where
 from streams.codecs.values import as_bytes, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -417,6 +417,16 @@ class CraftCodec(Codec):
         if self._native is None or type(value) is not bytes or len(value) > MAX_MESSAGE_BYTES:
             return None
         return self._native.decode_packed(value)  # type: ignore[no-any-return]
+
+    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
+        native = self._native
+        if native is None:
+            return [None] * len(messages)
+        return packed_where(
+            messages,
+            lambda _, value: type(value) is bytes and len(value) <= MAX_MESSAGE_BYTES,
+            lambda taken: native.decode_packed_many([value for _, value in taken]),
+        )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage, Messages, packed_where
 from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -251,17 +251,15 @@ class OpenProtocolCodec(Codec):
         native = self._native_for(key, value)
         return None if native is None else native.decode_packed(key, value)
 
-    def decode_packed_many(
-        self, messages: Sequence[tuple[bytes | None, bytes]]
-    ) -> list[PackedEvents | None]:
-        if self._native is None:
+    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
+        native = self._native
+        if native is None:
             return [None] * len(messages)
-        taken = [i for i, (key, value) in enumerate(messages) if self._native_for(key, value)]
-        out: list[PackedEvents | None] = [None] * len(messages)
-        packed = self._native.decode_packed_many([messages[i] for i in taken])
-        for i, events in zip(taken, packed, strict=True):
-            out[i] = events
-        return out
+        return packed_where(
+            messages,
+            lambda key, value: self._native_for(key, value) is not None,
+            native.decode_packed_many,
+        )
 
     def _native_for(self, key: bytes | None, value: bytes) -> Any:
         """The native decoder, when there is one and this message is its to try."""

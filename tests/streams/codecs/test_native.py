@@ -138,6 +138,22 @@ def test_well_formed_rows_are_taken(protocol: str) -> None:
         assert all(pair.native_codec.decode_packed(m.key, m.value) for m in messages)
 
 
+@pytest.mark.parametrize("protocol", sorted(PACKED))
+def test_a_batch_packs_as_its_messages_do_one_by_one(protocol: str) -> None:
+    # The worker decodes a whole batch in one call, from a thread.
+    seeds = codec_for(protocol).encode([*_sample_rows(), Resolved(449_000_000_000_000_010)])
+    rng = random.Random(f"many-{protocol}")
+    messages: list[tuple[Any, Any]] = [(s.key, s.value) for s in seeds]
+    messages += [(s.key, _mutate(rng, s.value)) for s in rng.choices(seeds, k=300)]
+    # Not bytes: left to the Python codec, in its place in the batch.
+    messages.insert(1, (seeds[0].key, bytearray(seeds[0].value)))
+    codec = codec_for(protocol)
+    one_by_one = [codec.decode_packed(key, value) for key, value in messages]
+    assert codec.decode_packed_many(messages) == one_by_one
+    assert one_by_one[1] is None
+    assert sum(packed is not None for packed in one_by_one) > len(seeds)
+
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_fuzzed_messages_are_decoded_alike_or_handed_back(protocol: str) -> None:
     seeds: list[KafkaMessage] = codec_for(protocol).encode(
