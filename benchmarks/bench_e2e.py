@@ -34,7 +34,7 @@ from spark_sink.downstream import CheckpointWatch, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
 from streams.staging import Staging
-from ticdc_sink.produce import partition_of, run_produce, send
+from ticdc_sink.produce import delete_topics, partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
 
 PARTITIONS = 4
@@ -77,8 +77,13 @@ def stop(processes: list[subprocess.Popen[bytes]]) -> None:
         process.wait(timeout=60)
 
 
+# Every topic a run creates, deleted at its end.
+_TOPICS: list[str] = []
+
+
 def fresh(settings: Settings) -> Settings:
     name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
+    _TOPICS.append(name)
     return settings.model_copy(update={"group": name, "topics": (name,)})
 
 
@@ -216,12 +221,15 @@ def main() -> None:
     # Best of R for both sides: neighbours on a shared machine only ever slow a run down. The
     # sides alternate, so that both meet MariaDB's background flushing after a run alike.
     runs, raws = [], []
-    for _ in range(args.repeat):
-        runs.append(throughput(settings, args.transactions))
-        raws.append(raw_rate(settings, 20_000))
-    rate, changes, peaks = max(runs, key=lambda run: run[0])
-    baseline = max(raws)
-    samples = sorted(lag(settings, rate / 2, args.seconds))
+    try:
+        for _ in range(args.repeat):
+            runs.append(throughput(settings, args.transactions))
+            raws.append(raw_rate(settings, 20_000))
+        rate, changes, peaks = max(runs, key=lambda run: run[0])
+        baseline = max(raws)
+        samples = sorted(lag(settings, rate / 2, args.seconds))
+    finally:
+        asyncio.run(delete_topics(settings, _TOPICS))
     p50 = statistics.median(samples) if samples else float("nan")
     p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")

@@ -29,7 +29,7 @@ from config.settings import load_settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.model import Resolved, RowChange
 from streams.staging import Staging
-from ticdc_sink.produce import send
+from ticdc_sink.produce import delete_topics, send
 from ticdc_sink.workload import make_rows
 
 PARTITIONS = 4
@@ -133,8 +133,11 @@ def main() -> None:
         worker.wait(timeout=60)
         _clean(staging)
 
-    deliver_rate = len(rows) / _time_delivery(topic, len(messages))
-    _clean(Staging(staging.client, f"{topic}-deliver"))
+    try:
+        deliver_rate = len(rows) / _time_delivery(topic, len(messages))
+    finally:
+        _clean(Staging(staging.client, f"{topic}-deliver"))
+        asyncio.run(delete_topics(settings, [topic]))
     print(
         f"{len(rows)} Open Protocol row events, 16 per message, {PARTITIONS} partitions, 1 worker"
     )

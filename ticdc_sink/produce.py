@@ -123,6 +123,19 @@ async def send(
         await producer.stop()
 
 
+async def delete_topics(settings: Settings, topics: list[str]) -> None:
+    """Delete ``topics`` (a benchmark's, once measured: Kafka would keep every byte of them, and a
+    broker restarted after a crash reads all of its logs back)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    await admin.start()
+    try:
+        await admin.delete_topics(topics)
+    finally:
+        await admin.close()
+
+
 def run_produce(
     settings: Settings,
     topic: str,

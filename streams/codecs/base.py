@@ -29,10 +29,13 @@ Messages = Sequence[tuple[bytes | None, bytes]]
 def packed_where(
     messages: Messages,
     eligible: Callable[[bytes | None, bytes], bool],
-    decode_many: Callable[[Messages], list[PackedEvents | None]],
+    decode_many: Callable[[Messages], list[PackedEvents | None]] | None,
 ) -> list[PackedEvents | None]:
     """``decode_many`` of the ``eligible`` messages, each result in its message's place; None
-    for the others (their codec decides)."""
+    for the others, and for all without ``decode_many`` (no native decoder): their codec
+    decides."""
+    if decode_many is None:
+        return [None] * len(messages)
     taken = [i for i, (key, value) in enumerate(messages) if eligible(key, value)]
     out: list[PackedEvents | None] = [None] * len(messages)
     for i, events in zip(taken, decode_many([messages[i] for i in taken]), strict=True):

@@ -420,12 +420,10 @@ class CraftCodec(Codec):
 
     def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
         native = self._native
-        if native is None:
-            return [None] * len(messages)
         return packed_where(
             messages,
             lambda _, value: type(value) is bytes and len(value) <= MAX_MESSAGE_BYTES,
-            lambda taken: native.decode_packed_many([value for _, value in taken]),
+            native and (lambda taken: native.decode_packed_many([v for _, v in taken])),
         )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:

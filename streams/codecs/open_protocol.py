@@ -252,13 +252,10 @@ class OpenProtocolCodec(Codec):
         return None if native is None else native.decode_packed(key, value)
 
     def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
-        native = self._native
-        if native is None:
-            return [None] * len(messages)
         return packed_where(
             messages,
             lambda key, value: self._native_for(key, value) is not None,
-            native.decode_packed_many,
+            self._native and self._native.decode_packed_many,
         )
 
     def _native_for(self, key: bytes | None, value: bytes) -> Any:
