@@ -108,6 +108,28 @@ async def test_worker_stages_every_partition_in_order(
     assert staging.client.xlen(staging.key("deadletters")) == PARTITIONS
 
 
+async def test_halt_stops_the_worker_at_the_first_bad_message(
+    settings: Any, topic: str, staging: Staging, unique: str
+) -> None:
+    rows = make_rows(1_000, seed=17)
+    # Each partition: a DDL, 64 rows, then garbage, then the rest and a resolved event.
+    await _produce(settings, topic, _messages(rows, "open", bad=True))
+    worker = _start_worker(settings, topic, unique, TICDC_SINK_ON_ERROR="halt")
+    try:
+        worker.wait(timeout=90)
+    finally:
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=60)
+            pytest.fail("the worker went on past a bad message under halt")
+    # It had started (it records the partition counts first) and stopped at the garbage.
+    assert len(staging.partitions()) == PARTITIONS
+    assert staging.client.xlen(staging.key("deadletters")) == 0
+    # Nothing past a bad message was staged: no partition reached its final resolved event.
+    assert staging.global_resolved_ts() is None
+    assert staging.staged_totals()[0] <= 64 * PARTITIONS
+
+
 async def test_a_sigkilled_worker_loses_nothing_and_duplicates_nothing(
     settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
