@@ -42,10 +42,10 @@ from streams.status import kafka_offsets, snapshot
 log = logging.getLogger("ticdc_sink.worker")
 
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
-# A batch with its records' fast-path decoding (see MessageStager.decode).
-Decoded = tuple[Sequence[Record], list[PackedEvents | None], "Acknowledge"]
 # Acknowledges a staged batch's events to Faust (which then commits their offsets).
 Acknowledge = Callable[[], Awaitable[None]]
+# A batch with its records' fast-path decoding (see MessageStager.decode).
+Decoded = tuple[Sequence[Record], list[PackedEvents | None], Acknowledge]
 
 # Heartbeats per session timeout (Kafka's advice: at most a third of it).
 HEARTBEATS_PER_SESSION = 10
@@ -55,8 +55,9 @@ COMMIT_EVERY = 5_000
 # Messages staged per Redis round trip, and how long a partial batch may wait for more.
 STAGE_BATCH = 200
 STAGE_WITHIN_S = 0.05
-# Batches handed to the staging line that wait for it (decoded, sent and the one waiting bound
-# the worker's batches in memory to three).
+# Batches waiting in each of the staging line's two queues (to be decoded, to be sent). With the
+# one the agent holds, the one decoding, the one queued behind the round trip and the one in it,
+# a worker holds at most six batches.
 LINE_WAITING = 1
 # How often held messages (Simple DML before its schema) are retried without a new schema.
 HELD_RETRY_S = 5.0

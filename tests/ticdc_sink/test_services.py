@@ -118,3 +118,30 @@ def test_services_up_again_reuses_what_runs() -> None:
     after = services_up()
     assert all(state is not ServiceState.STOPPED for _, state in after)
     assert {service.name: service.our_pid() for service, _ in after} == before
+
+
+def test_redis_is_ready_only_once_it_answers_pong() -> None:
+    import socket
+    import threading
+
+    from ticdc_sink.services.base import Endpoint
+    from ticdc_sink.services.redis import RedisService
+
+    assert RedisService().ready()
+    # A Redis reading its append-only file back after a restart answers every command so.
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        received: list[bytes] = []
+
+        def answer_loading() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                received.append(conn.recv(64))
+                conn.sendall(b"-LOADING Redis is loading the dataset in memory\r\n")
+
+        server = threading.Thread(target=answer_loading, daemon=True)
+        server.start()
+        loading = RedisService()
+        loading.endpoint = Endpoint("127.0.0.1", listener.getsockname()[1])
+        assert not loading.ready()
+        server.join(timeout=5)
+        assert received == [b"PING\r\n"]

@@ -133,9 +133,15 @@ class LocalService(ABC):
             return ServiceState.FOREIGN
         return ServiceState.STOPPED
 
+    def ready(self) -> bool:
+        """Whether a service that answers takes work yet (Redis loading its data answers, but
+        refuses every command until it is loaded)."""
+        return True
+
     def up(self) -> ServiceState:
-        """Start the service unless it already answers; wait until it does."""
+        """Start the service unless it already answers; wait until it answers and is ready."""
         if self.answers():
+            self._wait_ready(time.monotonic() + START_TIMEOUT_S)
             return self.state()
         self.install()
         self.home.mkdir(parents=True, exist_ok=True)
@@ -160,7 +166,14 @@ class LocalService(ABC):
             if time.monotonic() > deadline:
                 raise ServiceError(f"{self.name} did not answer on {self.endpoint} in time")
             time.sleep(0.25)
+        self._wait_ready(deadline)
         return ServiceState.OURS
+
+    def _wait_ready(self, deadline: float) -> None:
+        while not self.ready():
+            if time.monotonic() > deadline:
+                raise ServiceError(f"{self.name} on {self.endpoint} answers but is not ready")
+            time.sleep(0.25)
 
     def down(self) -> bool:
         """Stop the process we started (never a foreign one); True if one was stopped."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 from ticdc_sink.services.base import Endpoint, LocalService, require_binary
 
 # everysec, not always: Redis writes the AOF before it replies, so a killed Redis process loses
@@ -16,6 +18,18 @@ class RedisService(LocalService):
 
     def install(self) -> None:
         self.binary = require_binary("redis-server", "redis-server")
+
+    def ready(self) -> bool:
+        """PING answered with PONG: after a restart Redis answers -LOADING while it reads its
+        append-only file back."""
+        try:
+            with socket.create_connection(
+                (self.endpoint.host, self.endpoint.port), timeout=1
+            ) as conn:
+                conn.sendall(b"PING\r\n")
+                return conn.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
 
     def command(self) -> list[str]:
         return [
