@@ -8,6 +8,7 @@ makes of the row it decodes. msgpack keeps bytes apart from text and 64-bit inte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Protocol
 
 import msgpack
 
@@ -18,8 +19,20 @@ from streams.native import native_decoder
 _OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
 _OPS_BACK = {code: op for op, code in _OPS.items()}
 
-# A message's rows as (commit ts, packed row), and its resolved timestamps.
-PackedEvents = tuple[list[tuple[int, bytes]], list[int]]
+
+class PackedEvents(Protocol):
+    """A message's rows already packed and its resolved timestamps, as a native decoder returns
+    them: one object per message, a Python object per row only when :meth:`rows` is asked."""
+
+    @property
+    def resolved(self) -> list[int]:
+        """The message's resolved timestamps."""
+
+    def rows(self) -> list[tuple[int, bytes]]:
+        """The rows as (commit ts, packed row), in message order."""
+
+    def __len__(self) -> int:
+        """How many rows."""
 
 
 def pack_row(row: RowChange) -> bytes:

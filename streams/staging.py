@@ -29,14 +29,16 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import msgpack
 import redis
 
 from streams.model import DDLEvent, RowChange, Value
-from streams.packed import pack_rows, row_reader
+from streams.native import native_module
+from streams.packed import PackedEvents, pack_rows, row_reader
+from streams.resp import Arg, CommandBatch, encode_args
 
 TS_DIGITS = 16
 OFFSET_DIGITS = 16
@@ -73,6 +75,57 @@ class TopicPartition:
     @property
     def field(self) -> str:
         return f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class FramedMessage:
+    """A message's staging-script arguments, already encoded (see :func:`frame_message`)."""
+
+    offset: int
+    rows: int
+    # The resolved timestamps it carries (the highest is staged as the watermark).
+    marks: list[int]
+    # How many script arguments ``data`` holds.
+    args: int
+    data: bytes
+
+
+def frame_message(message: StagedMessage) -> FramedMessage:
+    """The staging script's arguments for one message (see ``_STAGE``), encoded."""
+    members = [
+        row_member(ts, message.offset, i, packed) for i, (ts, packed) in enumerate(message.rows)
+    ]
+    mark = b"" if message.watermark is None else ts_hex(message.watermark)
+    args: list[Arg] = [message.offset, mark, len(members), sum(map(len, members))]
+    for member in members:
+        args += (0, member)
+    args.append(len(message.ddls))
+    for ddl in message.ddls:
+        args += ddl_args(ddl)
+    marks = [] if message.watermark is None else [message.watermark]
+    return FramedMessage(message.offset, len(members), marks, len(args), encode_args(args))
+
+
+def frame_packed(messages: Sequence[tuple[int, PackedEvents]]) -> list[FramedMessage]:
+    """Each (offset, natively packed message) framed as :func:`frame_message` frames it, by
+    the native module without the GIL (safe to call from a thread)."""
+    native = native_module()
+    if native is None:
+        return [
+            replace(
+                frame_message(
+                    StagedMessage(offset, packed.rows(), (), max(packed.resolved, default=None))
+                ),
+                marks=packed.resolved,
+            )
+            for offset, packed in messages
+        ]
+    return [
+        FramedMessage(offset, len(packed), packed.resolved, args, data)
+        for (offset, packed), (args, data) in zip(
+            messages, native.stage_frames(list(messages)), strict=True
+        )
+    ]
 
 
 def pack_ddl(ddl: DDLEvent) -> bytes:
@@ -201,8 +254,6 @@ class Staging:
         self.client = client
         self.pipeline = pipeline
         self.prefix = f"tcs:{{{pipeline}}}:"
-        self._stage = client.register_script(_STAGE)
-        self._hold_ts = client.register_script(_HOLD_TS)
         self._trim = client.register_script(_TRIM)
         self._unpack_row = row_reader()
 
@@ -224,36 +275,24 @@ class Staging:
         rows: Sequence[RowChange],
         ddls: Sequence[DDLEvent] = (),
         watermark: int | None = None,
-        pipe: Any | None = None,
     ) -> Any:
         """Stage one message's events with its offset, atomically; a replayed offset is skipped.
 
-        Returns 1 when staged and 0 when the offset was staged before (with ``pipe``, the result
-        arrives when the pipeline executes).
+        Returns 1 when staged and 0 when the offset was staged before.
         """
         message = StagedMessage(offset, pack_rows(rows), ddls, watermark)
-        return self.stage_messages(tp, [message], pipe)
+        return self.stage_messages(tp, [message])
 
     def stage_messages(
-        self, tp: TopicPartition, messages: Sequence[StagedMessage], pipe: Any | None = None
+        self,
+        tp: TopicPartition,
+        messages: Sequence[StagedMessage | FramedMessage],
+        batch: CommandBatch | None = None,
     ) -> Any:
         """Stage consecutive messages of ``tp`` in one script call, each message with its offset
         as one unit: those at or below the staged offset (replays) are skipped. Returns 1 when
-        any was staged, else 0."""
-        args: list[Any] = [tp.field, len(messages)]
-        for message in messages:
-            members = [
-                row_member(ts, message.offset, i, packed)
-                for i, (ts, packed) in enumerate(message.rows)
-            ]
-            mark = "" if message.watermark is None else ts_hex(message.watermark)
-            args += (message.offset, mark, len(members), sum(map(len, members)))
-            scored: list[Any] = [0] * (2 * len(members))
-            scored[1::2] = members
-            args += scored
-            args.append(len(message.ddls))
-            for ddl in message.ddls:
-                args += ddl_args(ddl)
+        any was staged, else 0 (with ``batch``, the reply comes when the batch executes)."""
+        frames = [m if isinstance(m, FramedMessage) else frame_message(m) for m in messages]
         keys = [
             self.rows_key(tp),
             self.key("offsets"),
@@ -263,7 +302,15 @@ class Staging:
             self.key("ddl-ids"),
             self.resolved_key(tp),
         ]
-        return self._stage(keys=keys, args=args, client=pipe or self.client)
+        # EVAL, not EVALSHA: Redis caches the script by its digest either way, and a batch
+        # never meets NOSCRIPT after a Redis restart (re-running part of a batch is not safe).
+        head: list[Arg] = ["EVAL", _STAGE, len(keys), *keys, tp.field, len(frames)]
+        target = batch if batch is not None else CommandBatch()
+        target.encoded(
+            len(head) + sum(f.args for f in frames),
+            [encode_args(head), *(f.data for f in frames)],
+        )
+        return None if batch is not None else target.execute(self.client)[0]
 
     def set_partition_count(self, topic: str, count: int) -> None:
         self.client.hset(self.key("partitions"), topic, count)
@@ -288,17 +335,19 @@ class Staging:
 
     def hold(
         self, tp: TopicPartition, offset: int, key: bytes | None, value: bytes, commit_ts: int,
-        pipe: Any | None = None,
+        batch: CommandBatch | None = None,
     ) -> None:  # fmt: skip
         """Keep a message that cannot be decoded yet (a Simple DML before its schema).
 
         Its partition's progress stops short of ``commit_ts`` until it is staged, so the sink
         never releases past a change it does not have.
         """
-        client = pipe or self.client
+        target = batch if batch is not None else CommandBatch()
         entry = msgpack.packb([tp.topic, tp.partition, offset, key, value, commit_ts])
-        client.rpush(self.key("held"), entry)
-        self._hold_ts(keys=[self.key("held-ts")], args=[tp.field, ts_hex(commit_ts)], client=client)
+        target.command("RPUSH", self.key("held"), entry)
+        target.command("EVAL", _HOLD_TS, 1, self.key("held-ts"), tp.field, ts_hex(commit_ts))
+        if batch is None:
+            target.execute(self.client)
 
     def held(self) -> list[tuple[bytes, TopicPartition, int, bytes | None, bytes, int]]:
         """Every held message: (entry, partition, offset, key, value, commit ts)."""

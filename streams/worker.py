@@ -34,9 +34,10 @@ from streams.metrics import (
     tso_seconds,
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
-from streams.packed import PackedEvents, pack_rows
+from streams.packed import pack_rows
+from streams.resp import CommandBatch
 from streams.schema_store import RedisSchemaStore
-from streams.staging import StagedMessage, Staging, TopicPartition
+from streams.staging import FramedMessage, StagedMessage, Staging, TopicPartition, frame_packed
 from streams.status import kafka_offsets, snapshot
 
 log = logging.getLogger("ticdc_sink.worker")
@@ -45,15 +46,16 @@ Record = tuple[TopicPartition, int, bytes | None, bytes | None]
 # Acknowledges a staged batch's events to Faust (which then commits their offsets).
 Acknowledge = Callable[[], Awaitable[None]]
 # A batch with its records' fast-path decoding (see MessageStager.decode).
-Decoded = tuple[Sequence[Record], list[PackedEvents | None], Acknowledge]
+Decoded = tuple[Sequence[Record], list[FramedMessage | None], Acknowledge]
 
 # Heartbeats per session timeout (Kafka's advice: at most a third of it).
 HEARTBEATS_PER_SESSION = 10
 # Faust commits acknowledged (hence staged) offsets this often, or every N events.
 COMMIT_INTERVAL_S = 1.0
 COMMIT_EVERY = 5_000
-# Messages staged per Redis round trip, and how long a partial batch may wait for more.
-STAGE_BATCH = 200
+# Messages staged per Redis round trip (fewer, larger round trips leave Redis less idle), and
+# how long a partial batch may wait for more.
+STAGE_BATCH = 1000
 STAGE_WITHIN_S = 0.05
 # Batches waiting in each of the staging line's two queues (to be decoded, to be sent). With the
 # one the agent holds, the one decoding, the one queued behind the round trip and the one in it,
@@ -76,9 +78,9 @@ BACKPRESSURE_POLL_S = 0.5
 
 @dataclass(frozen=True, slots=True)
 class PreparedBatch:
-    """A batch decoded and queued on a Redis pipeline, not yet sent."""
+    """A batch decoded and its staging commands encoded, not yet sent."""
 
-    pipe: Any
+    commands: CommandBatch
     # Whether it carries schemas (DDL, BOOTSTRAP) that held messages may be waiting for.
     schemas_changed: bool
 
@@ -130,29 +132,34 @@ class MessageStager:
         staged = self.staged_offsets(records)
         return [r for r in records if staged[r[0]] < r[1]]
 
-    def decode(self, records: Sequence[Record]) -> list[PackedEvents | None]:
-        """The records' fast-path decoding (see :meth:`Codec.decode_packed_many`); safe to run
-        in a thread while the event loop goes on."""
-        return self.codec.decode_packed_many([(key, value or b"") for _, _, key, value in records])
+    def decode(self, records: Sequence[Record]) -> list[FramedMessage | None]:
+        """The records' fast path: decoded, packed and framed for staging natively (see
+        :meth:`Codec.decode_packed_many`), None where the codec decides; safe to run in a
+        thread while the event loop goes on."""
+        messages = [(key, value or b"") for _, _, key, value in records]
+        packed = self.codec.decode_packed_many(messages)
+        taken = [(r[1], p) for r, p in zip(records, packed, strict=True) if p is not None]
+        framed = iter(frame_packed(taken))
+        return [None if p is None else next(framed) for p in packed]
 
     def queue(
-        self, records: Sequence[Record], packed: Sequence[PackedEvents | None]
+        self, records: Sequence[Record], framed: Sequence[FramedMessage | None]
     ) -> PreparedBatch:
-        """A pipeline staging ``records`` (``packed``: their :meth:`decode`)."""
-        pipe = self.staging.client.pipeline(transaction=False)
+        """The commands staging ``records`` (``framed``: their :meth:`decode`)."""
+        commands = CommandBatch()
         self._schemas_changed = False
-        by_partition: dict[TopicPartition, list[StagedMessage]] = {}
-        for record, events in zip(records, packed, strict=True):
-            by_partition.setdefault(record[0], []).append(self._stage(record, events, pipe))
+        by_partition: dict[TopicPartition, list[StagedMessage | FramedMessage]] = {}
+        for record, frame in zip(records, framed, strict=True):
+            by_partition.setdefault(record[0], []).append(self._stage(record, frame, commands))
         for tp, messages in by_partition.items():
-            self.staging.stage_messages(tp, messages, pipe)
+            self.staging.stage_messages(tp, messages, commands)
             self._last_staged[tp] = messages[-1].offset
-        return PreparedBatch(pipe, self._schemas_changed)
+        return PreparedBatch(commands, self._schemas_changed)
 
     def send(self, batch: PreparedBatch) -> None:
         """Run a prepared batch's round trip (from any thread). If it fails, the caller calls
         :meth:`forget_offsets`: what was counted as staged may not be."""
-        batch.pipe.execute()
+        batch.commands.execute(self.staging.client)
 
     def staged(self, batch: PreparedBatch) -> None:
         """After a batch is sent: stage the held messages its schemas may have unblocked."""
@@ -193,30 +200,32 @@ class MessageStager:
             staged += 1
         return staged
 
-    def _stage(self, record: Record, packed: PackedEvents | None, pipe: Any) -> StagedMessage:
+    def _stage(
+        self, record: Record, framed: FramedMessage | None, commands: CommandBatch
+    ) -> StagedMessage | FramedMessage:
         """What ``record`` stages; a dead letter or a held message also queues its own command
-        on ``pipe``."""
+        on ``commands``."""
         tp, offset, key, value = record
-        # The fast path: rows packed straight from the wire (a row without a commit ts goes the
-        # long way, which dead-letters it).
-        if packed is not None and all(ts for ts, _ in packed[0]):
-            rows, marks = packed
-            self._count(tp, len(rows), marks)
-            return StagedMessage(offset, rows, (), max(marks) if marks else None)
+        if framed is not None:
+            # The fast path: rows packed and framed straight from the wire.
+            self._count(tp, framed.rows, framed.marks)
+            return framed
         try:
             events = self.codec.decode(key, value or b"")
         except MissingSchemaError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
-            self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, pipe=pipe)
+            self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, commands)
             return StagedMessage(offset)
         except DecodeError as error:
-            return self._quarantine(record, error, pipe)
+            return self._quarantine(record, error, commands)
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
         if any(change.commit_ts == 0 for change in (*rows, *ddls)):
             # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
-            return self._quarantine(record, DecodeError(self.codec.protocol, NO_COMMIT_TS), pipe)
+            return self._quarantine(
+                record, DecodeError(self.codec.protocol, NO_COMMIT_TS), commands
+            )
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         self._count(tp, len(rows), marks)
@@ -231,29 +240,37 @@ class MessageStager:
                 tso_seconds(max(marks))
             )
 
-    def _quarantine(self, record: Record, error: DecodeError, pipe: Any) -> StagedMessage:
+    def _quarantine(
+        self, record: Record, error: DecodeError, commands: CommandBatch
+    ) -> StagedMessage:
         """A message that cannot be staged: halt, or dead-letter it and go on."""
         if self.on_error is OnError.HALT:
             raise error
-        self.dead_letter(record, error, pipe)
+        self.dead_letter(record, error, commands)
         # The offset still counts as staged, so a replay does not dead-letter it twice.
         return StagedMessage(record[1])
 
-    def dead_letter(self, record: Record, error: DecodeError, pipe: Any) -> None:
+    def dead_letter(self, record: Record, error: DecodeError, commands: CommandBatch) -> None:
         tp, offset, key, value = record
         self.dead_letters += 1
         DEAD_LETTERS.labels(self.staging.pipeline).inc()
         log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
-        pipe.xadd(
+        commands.command(
+            "XADD",
             self.staging.key("deadletters"),
-            {
-                "topic": tp.topic,
-                "partition": tp.partition,
-                "offset": offset,
-                "key": key or b"",
-                "value": value or b"",
-                "error": str(error),
-            },
+            "*",
+            "topic",
+            tp.topic,
+            "partition",
+            tp.partition,
+            "offset",
+            offset,
+            "key",
+            key or b"",
+            "value",
+            value or b"",
+            "error",
+            str(error),
         )
 
 
@@ -432,17 +449,17 @@ class StagingLine:
     async def _decode(self) -> None:
         while True:
             records, acknowledge = await self._waiting.get()
-            packed = await asyncio.to_thread(self._stager.decode, records)
-            await self._decoded.put((records, packed, acknowledge))
+            framed = await asyncio.to_thread(self._stager.decode, records)
+            await self._decoded.put((records, framed, acknowledge))
 
     async def _stage(self) -> None:
         sending: asyncio.Future[None] | None = None
         while True:
-            records, packed, acknowledge = await self._decoded.get()
+            records, framed, acknowledge = await self._decoded.get()
             # Replays are dropped here rather than before decoding: they are rare (a restart,
             # a rebalance) and this knows the offsets of every batch queued before it.
             staged = self._stager.staged_offsets(records)
-            fresh = [(r, p) for r, p in zip(records, packed, strict=True) if staged[r[0]] < r[1]]
+            fresh = [(r, f) for r, f in zip(records, framed, strict=True) if staged[r[0]] < r[1]]
             batch = self._stager.queue([r for r, _ in fresh], [p for _, p in fresh])
             if sending is not None:
                 await sending

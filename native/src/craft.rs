@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString};
 
-use crate::model::{self, Cell, Images, Model, Packed, PackedEvents, Row, Slot, Value};
+use crate::model::{self, Cell, Images, Model, Packed, PackedMessage, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const TYPE_ROW: u64 = 1;
@@ -281,12 +281,14 @@ impl CraftDecoder {
         Ok(Some(list))
     }
 
-    /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
-    /// when the Python codec must decide: what `decode` would return, already packed.
-    fn decode_packed<'py>(&self, py: Python<'py>, value: &[u8]) -> Option<PackedEvents<'py>> {
+    /// The message's rows packed and its resolved timestamps, or `None` when the Python codec
+    /// must decide: what `decode` would return, already packed.
+    fn decode_packed(&self, py: Python<'_>, value: &[u8]) -> PyResult<Option<Py<PackedMessage>>> {
         // Parsing and packing touch no Python object: other threads run meanwhile.
-        let packed = py.detach(|| pack_message(value))?;
-        Some(packed.into_py(py))
+        match py.detach(|| pack_message(value)) {
+            Some(packed) => packed.into_py(py),
+            None => Ok(None),
+        }
     }
 
     /// `decode_packed` of many messages in one stretch without the GIL; `None` for each the
@@ -295,7 +297,7 @@ impl CraftDecoder {
         &self,
         py: Python<'py>,
         values: Vec<Bound<'py, PyBytes>>,
-    ) -> Vec<Option<PackedEvents<'py>>> {
+    ) -> PyResult<Vec<Option<Py<PackedMessage>>>> {
         let slices: Vec<&[u8]> = values.iter().map(|value| value.as_bytes()).collect();
         model::pack_many(py, &slices, |value| pack_message(value))
     }

@@ -12,6 +12,7 @@ mod model;
 mod msgpack;
 mod open_protocol;
 mod simple;
+mod staging;
 mod unpack;
 
 use pyo3::prelude::*;
@@ -23,5 +24,7 @@ fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<craft::CraftDecoder>()?;
     module.add_class::<simple::SimpleDecoder>()?;
     module.add_class::<unpack::RowUnpacker>()?;
+    module.add_class::<model::PackedMessage>()?;
+    module.add_function(wrap_pyfunction!(staging::stage_frames, module)?)?;
     Ok(())
 }

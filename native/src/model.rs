@@ -188,20 +188,47 @@ pub struct Packed {
     buffer: Vec<u8>,
 }
 
-/// What a `decode_packed` returns: (commit ts, packed row) pairs and the resolved timestamps.
-pub type PackedEvents<'py> = (Vec<(u64, Bound<'py, PyBytes>)>, Vec<u64>);
+/// A message's packed rows and resolved timestamps, handed to Python as one object: no Python
+/// object is made per row unless asked for (staging frames them for Redis without the GIL).
+#[pyclass(frozen, module = "ticdc_sink_native")]
+pub struct PackedMessage {
+    packed: Packed,
+}
+
+#[pymethods]
+impl PackedMessage {
+    /// The rows as (commit ts, packed row) pairs, in message order.
+    fn rows<'py>(&self, py: Python<'py>) -> Vec<(u64, Bound<'py, PyBytes>)> {
+        self.packed
+            .rows()
+            .map(|(ts, row)| (ts, PyBytes::new(py, row)))
+            .collect()
+    }
+
+    /// The message's resolved timestamps.
+    #[getter]
+    fn resolved(&self) -> Vec<u64> {
+        self.packed.resolved.clone()
+    }
+
+    fn __len__(&self) -> usize {
+        self.packed.rows.len()
+    }
+}
 
 /// Packs each message in one stretch without the GIL (a thread packs a whole batch while
-/// Python goes on), then makes the results Python objects: `None` where `pack` refuses.
-pub fn pack_many<'py, M: Sync>(
-    py: Python<'py>,
+/// Python goes on); `None` where `pack` refuses, or a row has no commit ts (the Python codec
+/// words what is wrong with it).
+pub fn pack_many<M: Sync>(
+    py: Python<'_>,
     messages: &[M],
     pack: impl Fn(&M) -> Option<Packed> + Sync,
-) -> Vec<Option<PackedEvents<'py>>> {
+) -> PyResult<Vec<Option<Py<PackedMessage>>>> {
     let packed: Vec<Option<Packed>> = py.detach(|| messages.iter().map(&pack).collect());
     packed
         .into_iter()
-        .map(|one| one.map(|packed| packed.into_py(py)))
+        .map(|one| one.map(|packed| packed.into_py(py)).transpose())
+        .map(|one| one.map(Option::flatten))
         .collect()
 }
 
@@ -218,13 +245,29 @@ impl Packed {
         outcome
     }
 
-    pub fn into_py(self, py: Python<'_>) -> PackedEvents<'_> {
-        let rows = self
-            .rows
-            .into_iter()
-            .map(|(ts, range)| (ts, PyBytes::new(py, &self.buffer[range])))
-            .collect();
-        (rows, self.resolved)
+    /// The rows as (commit ts, packed bytes).
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = (u64, &[u8])> {
+        self.rows
+            .iter()
+            .map(|(ts, range)| (*ts, &self.buffer[range.clone()]))
+    }
+
+    pub fn resolved_ts(&self) -> &[u64] {
+        &self.resolved
+    }
+
+    /// The Python object for these rows; `None` if a row has no commit ts.
+    pub fn into_py(self, py: Python<'_>) -> PyResult<Option<Py<PackedMessage>>> {
+        if self.rows.iter().any(|(ts, _)| *ts == 0) {
+            return Ok(None);
+        }
+        Py::new(py, PackedMessage { packed: self }).map(Some)
+    }
+}
+
+impl PackedMessage {
+    pub fn packed(&self) -> &Packed {
+        &self.packed
     }
 }
 

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::go_string;
 use crate::json::{flag, integer_text, parse, string, Ordered};
-use crate::model::{self, Cell, Images, Model, Packed, PackedEvents, Row, Slot, Value};
+use crate::model::{self, Cell, Images, Model, Packed, PackedMessage, Row, Slot, Value};
 
 const VERSION: u64 = 1;
 const KEY_ROW: u64 = 1;
@@ -101,19 +101,21 @@ impl OpenDecoder {
         accepted(decoded).map(|taken| taken.map(|()| events))
     }
 
-    /// The message's rows as (commit ts, packed row) and its resolved timestamps, or `None`
-    /// when the Python codec must decide: what `decode` would return, already packed.
-    #[allow(clippy::type_complexity)]
-    fn decode_packed<'py>(
+    /// The message's rows packed and its resolved timestamps, or `None` when the Python codec
+    /// must decide: what `decode` would return, already packed.
+    fn decode_packed(
         &self,
-        py: Python<'py>,
+        py: Python<'_>,
         key: &[u8],
         value: &[u8],
-    ) -> PyResult<Option<PackedEvents<'py>>> {
+    ) -> PyResult<Option<Py<PackedMessage>>> {
         // Parsing and packing touch no Python object: other threads (Faust's consumer) run
         // meanwhile.
         let packed = py.detach(|| pack_message(key, value));
-        accepted(packed).map(|taken| taken.map(|packed| packed.into_py(py)))
+        Ok(accepted(packed)?
+            .map(|packed| packed.into_py(py))
+            .transpose()?
+            .flatten())
     }
 
     /// `decode_packed` of many (key, value) messages in one stretch without the GIL, so a
@@ -123,7 +125,7 @@ impl OpenDecoder {
         &self,
         py: Python<'py>,
         messages: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>,
-    ) -> Vec<Option<PackedEvents<'py>>> {
+    ) -> PyResult<Vec<Option<Py<PackedMessage>>>> {
         let slices: Vec<(&[u8], &[u8])> = messages
             .iter()
             .map(|(key, value)| (key.as_bytes(), value.as_bytes()))

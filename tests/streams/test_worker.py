@@ -241,7 +241,8 @@ async def test_two_workers_share_partitions_and_survive_a_sigkill(
 async def test_backpressure_pauses_and_resumes(
     settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
-    rows = make_rows(6_000, seed=16)
+    # Open Protocol carries 16 rows a message: five batches' worth.
+    rows = make_rows(5 * 16 * STAGE_BATCH, seed=16)
     await _produce(settings, topic, _messages(rows, "open", resolved_per_chunk=True))
     limit = 1_000
     worker = _start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))

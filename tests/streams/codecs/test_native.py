@@ -21,7 +21,8 @@ from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Event, Op, Resolved, RowChange
-from streams.packed import pack_rows
+from streams.packed import PackedEvents, pack_rows
+from streams.staging import StagedMessage, frame_message, frame_packed
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
 
@@ -83,10 +84,17 @@ class _Pair:
         rows = [e for e in events if isinstance(e, RowChange)]
         if packed is None:
             merged = _names_a_column_twice(value) if self.protocol == "open" else True
-            assert rows and merged, (key, value)
+            # A row without a commit ts is the worker's to dead-letter, through Python.
+            untimed = any(row.commit_ts == 0 for row in rows)
+            assert rows and (merged or untimed), (key, value)
             return
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
-        assert packed == (pack_rows(rows), marks), (key, value)
+        assert _contents(packed) == (pack_rows(rows), marks), (key, value)
+        assert len(packed) == len(rows)
+
+
+def _contents(packed: PackedEvents | None) -> tuple[list[tuple[int, bytes]], list[int]] | None:
+    return None if packed is None else (packed.rows(), packed.resolved)
 
 
 class _RepeatedNameError(Exception):
@@ -148,10 +156,35 @@ def test_a_batch_packs_as_its_messages_do_one_by_one(protocol: str) -> None:
     # Not bytes: left to the Python codec, in its place in the batch.
     messages.insert(1, (seeds[0].key, bytearray(seeds[0].value)))
     codec = codec_for(protocol)
-    one_by_one = [codec.decode_packed(key, value) for key, value in messages]
-    assert codec.decode_packed_many(messages) == one_by_one
+    one_by_one = [_contents(codec.decode_packed(key, value)) for key, value in messages]
+    assert [_contents(packed) for packed in codec.decode_packed_many(messages)] == one_by_one
     assert one_by_one[1] is None
     assert sum(packed is not None for packed in one_by_one) > len(seeds)
+
+
+@pytest.mark.parametrize("protocol", sorted(PACKED))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), first_offset=st.integers(0, 2**63 - 1_000))
+def test_packed_messages_frame_as_python_frames_their_rows(
+    protocol: str, data: st.DataObject, first_offset: int
+) -> None:
+    # The worker stages natively framed messages; frame_message is the reference.
+    codec = codec_for(protocol)
+    events = data.draw(event_lists(protocol))
+    messages = [*codec.encode(events), *codec.encode([Resolved(449_000_000_000_000_010)])]
+    packed = [codec.decode_packed(m.key, m.value) for m in messages]
+    taken = [(first_offset + i, p) for i, p in enumerate(packed) if p is not None]
+    assert taken
+    for (offset, one), framed in zip(taken, frame_packed(taken), strict=True):
+        watermark = max(one.resolved, default=None)
+        expected = frame_message(StagedMessage(offset, one.rows(), (), watermark))
+        assert (framed.offset, framed.rows, framed.args, framed.data) == (
+            expected.offset,
+            expected.rows,
+            expected.args,
+            expected.data,
+        )
+        assert framed.marks == one.resolved
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
