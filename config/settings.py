@@ -38,6 +38,9 @@ DEFAULT_META_DB = "ticdc_sink"
 # Staging limits: past either one, workers pause their partitions until the sink catches up.
 DEFAULT_MAX_STAGED_ROWS = 2_000_000
 DEFAULT_MAX_STAGED_BYTES = 1 << 30
+# Threads a worker decodes each batch on: the native decoders let go of the GIL, so a second
+# thread decodes on a second core while the first does its half.
+DEFAULT_DECODE_THREADS = 2
 # Micro-batch bound for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
 # A batch's table with fewer rows loads over the driver's connection: on a 2-core local master a
@@ -132,6 +135,7 @@ class Settings(BaseModel):
     event_loop: EventLoop = EventLoop.UVLOOP
     max_staged_rows: int = Field(default=DEFAULT_MAX_STAGED_ROWS, gt=0)
     max_staged_bytes: int = Field(default=DEFAULT_MAX_STAGED_BYTES, gt=0)
+    decode_threads: int = Field(default=DEFAULT_DECODE_THREADS, ge=1, le=64)
     batch_rows: int = Field(default=DEFAULT_BATCH_ROWS, gt=0)
     spark_min_rows: int = Field(default=DEFAULT_SPARK_MIN_ROWS, ge=0)
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)

@@ -11,8 +11,11 @@ class PackedMessage:
     def rows(self) -> list[tuple[int, bytes]]: ...
     def __len__(self) -> int: ...
 
-def stage_frames(messages: list[tuple[int, PackedMessage]]) -> list[tuple[int, bytes]]:
-    """Each (offset, message)'s staging-script arguments: their count and RESP encoding."""
+def stage_frames(
+    messages: list[tuple[int, PackedMessage]],
+) -> list[tuple[int, bytes, bytes]]:
+    """Each (offset, message)'s staging-script arguments (their count and RESP encoding) and
+    its rows as ZADD score/member pairs."""
 
 class Model:
     """The event model the decoders build: ``RowChange``, ``Resolved`` and the row ops."""

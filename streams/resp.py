@@ -50,8 +50,9 @@ class CommandBatch:
     def execute(self, client: redis.Redis) -> list[Any]:
         """Send the queued commands and return their raw replies in order.
 
-        An error reply is raised once every reply is read, so the connection stays in step; a
-        connection error leaves the connection closed (Redis may have run any prefix).
+        An error reply (or one inside EXEC's) is raised once every reply is read, so the
+        connection stays in step; a connection error leaves the connection closed (Redis may
+        have run any prefix).
         """
         if not self._commands:
             return []
@@ -67,8 +68,10 @@ class CommandBatch:
         finally:
             pool.release(connection)
         for reply in replies:
-            if isinstance(reply, redis.ResponseError):
-                raise reply
+            # EXEC answers with an array holding each queued command's reply, errors included.
+            for item in reply if isinstance(reply, list) else [reply]:
+                if isinstance(item, redis.ResponseError):
+                    raise item
         return replies
 
 

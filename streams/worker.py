@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -61,6 +62,8 @@ STAGE_WITHIN_S = 0.05
 # one the agent holds, the one decoding, the one queued behind the round trip and the one in it,
 # a worker holds at most six batches.
 LINE_WAITING = 1
+# The fewest messages worth a decoding thread of their own.
+DECODE_PART_MIN = 50
 # How often held messages (Simple DML before its schema) are retried without a new schema.
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
@@ -364,7 +367,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
 
     @app.agent(topic)
     async def stage(stream: Any) -> None:
-        line = StagingLine(app, stager, functools.partial(_wait_for_room, app, settings, staging))
+        line = StagingLine(
+            app,
+            stager,
+            functools.partial(_wait_for_room, app, settings, staging),
+            decode_threads=settings.decode_threads,
+        )
         try:
             # Unacknowledged until staged: the line acknowledges each batch once it is staged.
             async for events in stream.noack_take(STAGE_BATCH, within=STAGE_WITHIN_S):
@@ -397,7 +405,7 @@ class StagingLine:
     """Stages batches in the order they are submitted, on tasks of its own.
 
     The agent hands a batch over and goes back to Faust for the next one at once. One task
-    decodes batches (in a thread: the native decoders let go of the GIL, so on a second core),
+    decodes batches (on ``decode_threads`` threads: the native decoders let go of the GIL),
     another queues each decoded batch's staging and sends it to Redis while the next is
     decoded and Faust delivers the one after. One round trip is in flight at a time, so each
     partition's messages reach Redis in order; each batch is acknowledged once it is staged;
@@ -410,10 +418,12 @@ class StagingLine:
         app: Any,
         stager: MessageStager,
         wait_for_room: Callable[[], Awaitable[None]] | None = None,
+        decode_threads: int = 1,
     ) -> None:
         self._app = app
         self._stager = stager
         self._wait_for_room = wait_for_room
+        self._decode_threads = decode_threads
         self._waiting: asyncio.Queue[tuple[Sequence[Record], Acknowledge]] = asyncio.Queue(
             LINE_WAITING
         )
@@ -449,7 +459,11 @@ class StagingLine:
     async def _decode(self) -> None:
         while True:
             records, acknowledge = await self._waiting.get()
-            framed = await asyncio.to_thread(self._stager.decode, records)
+            parts = _split(records, self._decode_threads)
+            decoded = await asyncio.gather(
+                *(asyncio.to_thread(self._stager.decode, part) for part in parts)
+            )
+            framed = [frame for part in decoded for frame in part]
             await self._decoded.put((records, framed, acknowledge))
 
     async def _stage(self) -> None:
@@ -492,6 +506,17 @@ class StagingLine:
             self._app, attempt, (redis.ConnectionError, redis.TimeoutError), "staging"
         )
         await acknowledge()
+
+
+def _split(records: Sequence[Record], parts: int) -> list[Sequence[Record]]:
+    """``records`` in at most ``parts`` consecutive runs of about equal size (none shorter than
+    :data:`DECODE_PART_MIN`: a thread hop costs more than decoding a few messages)."""
+    parts = min(parts, len(records) // DECODE_PART_MIN)
+    if parts <= 1:
+        return [records]
+    size, longer = divmod(len(records), parts)
+    bounds = [i * size + min(i, longer) for i in range(parts + 1)]
+    return [records[start:end] for start, end in itertools.pairwise(bounds)]
 
 
 async def _acknowledge(stream: Any, events: Sequence[Any]) -> None:

@@ -46,3 +46,15 @@ def test_an_error_is_raised_after_every_reply_is_read(
 
 def test_an_empty_batch_sends_nothing(redis_client: redis.Redis) -> None:
     assert CommandBatch().execute(redis_client) == []
+
+
+def test_an_error_inside_a_transaction_is_raised(redis_client: redis.Redis, unique: str) -> None:
+    batch = CommandBatch()
+    batch.command("MULTI")
+    batch.command("SET", unique, "text")
+    batch.command("INCR", unique)  # fails when EXEC runs it: the error is inside EXEC's reply
+    batch.command("EXEC")
+    with pytest.raises(redis.ResponseError, match="not an integer"):
+        batch.execute(redis_client)
+    assert redis_client.get(unique) == b"text"
+    redis_client.delete(unique)

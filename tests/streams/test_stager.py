@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from config.errors import DecodeError
 from config.settings import OnError
@@ -15,7 +17,7 @@ from streams.codecs import codec_for
 from streams.model import Op, Resolved, RowChange, column_type
 from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
-from streams.worker import Acknowledge, MessageStager, StagingLine
+from streams.worker import DECODE_PART_MIN, Acknowledge, MessageStager, StagingLine, _split
 
 pytestmark = pytest.mark.integration
 
@@ -180,25 +182,37 @@ async def test_the_line_stages_what_the_sync_batch_does(staging: Staging) -> Non
     assert staging.client.xlen(staging.key("deadletters")) == 1
 
 
+@pytest.mark.parametrize(("batch_size", "threads"), [(3, 1), (160, 3)])
 async def test_the_line_keeps_each_partition_in_order_across_many_batches(
-    staging: Staging,
+    staging: Staging, batch_size: int, threads: int
 ) -> None:
     rows = [
         RowChange(TS + i, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": i}, None)
-        for i in range(1, 400)
+        for i in range(1, 4000)
     ]
     codec = codec_for("open")
-    messages = codec.encode(rows) + codec.encode([Resolved(TS + 1000)])
+    messages = codec.encode(rows) + codec.encode([Resolved(TS + 10_000)])
     records = [(TP, offset, m.key, m.value) for offset, m in enumerate(messages)]
-    line = StagingLine(_App(), MessageStager(staging, codec, OnError.DEADLETTER))
+    line = StagingLine(
+        _App(), MessageStager(staging, codec, OnError.DEADLETTER), decode_threads=threads
+    )
     acked: list[int] = []
-    for start in range(0, len(records), 3):
-        batch = records[start : start + 3]
+    for start in range(0, len(records), batch_size):
+        batch = records[start : start + batch_size]
         await line.submit(batch, _acknowledger(staging, acked, batch[-1][1]))
     await _until(lambda: bool(acked) and acked[-1] == len(records) - 1)
     await line.close()
     assert acked == sorted(acked)
-    assert list(staging.release(0, TS + 1000)) == rows
+    assert list(staging.release(0, TS + 10_000)) == rows
+
+
+@given(count=st.integers(0, 600), parts=st.integers(1, 8))
+def test_a_batch_splits_into_runs_that_keep_its_order(count: int, parts: int) -> None:
+    records = [(TP, offset, None, b"") for offset in range(count)]
+    runs = _split(records, parts)
+    assert [r for run in runs for r in run] == records
+    assert len(runs) <= parts
+    assert len(runs) == 1 or min(map(len, runs)) >= DECODE_PART_MIN
 
 
 async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,13 +178,7 @@ def test_packed_messages_frame_as_python_frames_their_rows(
     for (offset, one), framed in zip(taken, frame_packed(taken), strict=True):
         watermark = max(one.resolved, default=None)
         expected = frame_message(StagedMessage(offset, one.rows(), (), watermark))
-        assert (framed.offset, framed.rows, framed.args, framed.data) == (
-            expected.offset,
-            expected.rows,
-            expected.args,
-            expected.data,
-        )
-        assert framed.marks == one.resolved
+        assert framed == replace(expected, marks=one.resolved)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
