@@ -132,16 +132,18 @@ def frame_packed(messages: Sequence[tuple[int, PackedEvents]]) -> list[FramedMes
     ]
 
 
-def _chunks(frames: Sequence[FramedMessage], members: int) -> Iterator[list[FramedMessage]]:
-    """``frames`` in runs of about ``members`` rows (whole messages)."""
+def _chunks(frames: Sequence[FramedMessage]) -> Iterator[list[FramedMessage]]:
+    """``frames`` in runs of whole messages, each ending once it reaches :data:`ZADD_MEMBERS`
+    rows or :data:`ZADD_BYTES` bytes."""
     run: list[FramedMessage] = []
-    rows = 0
+    rows = size = 0
     for frame in frames:
         run.append(frame)
         rows += frame.rows
-        if rows >= members:
+        size += len(frame.members)
+        if rows >= ZADD_MEMBERS or size >= ZADD_BYTES:
             yield run
-            run, rows = [], 0
+            run, rows, size = [], 0, 0
     if run:
         yield run
 
@@ -220,8 +222,10 @@ if rows_added > 0 then
 end
 return 1
 """
-# Row members per ZADD command: bounds one command's size in Redis's input buffer.
+# Row members and bytes per ZADD command: bound one command's size in Redis's input buffer
+# (whose limit, client-query-buffer-limit, is 1 GiB by default).
 ZADD_MEMBERS = 50_000
+ZADD_BYTES = 64 << 20
 
 
 def _below(ts: int) -> bytes:
@@ -312,7 +316,7 @@ class Staging:
         # One transaction: the rows and the offset that says they are staged, or neither.
         target.command("MULTI")
         zadds = 0
-        for chunk in _chunks([f for f in frames if f.rows], ZADD_MEMBERS):
+        for chunk in _chunks([f for f in frames if f.rows]):
             head = encode_args(["ZADD", self.rows_key(tp)])
             target.encoded(2 + 2 * sum(f.rows for f in chunk), [head, *(f.members for f in chunk)])
             zadds += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from streams import staging as staging_module
 from streams.model import DDLEvent, Op, RowChange, column_type
 from streams.packed import pack_row
 from streams.staging import Barrier, StagedMessage, Staging, TopicPartition
@@ -82,6 +83,24 @@ def test_one_call_stages_the_new_messages_of_a_batch_and_skips_the_replays(
     ]
     assert staging.stage_messages(P0, messages) == 0
     assert staging.staged_totals()[0] == 3
+
+
+@pytest.mark.parametrize(("members", "size"), [(3, 1 << 30), (1 << 30, 600)])
+def test_a_batch_past_one_zadds_bounds_goes_in_several(
+    staging: Staging, monkeypatch: pytest.MonkeyPatch, members: int, size: int
+) -> None:
+    monkeypatch.setattr(staging_module, "ZADD_MEMBERS", members)
+    monkeypatch.setattr(staging_module, "ZADD_BYTES", size)
+    rows = [row(BIG_TS + n, n) for n in range(1, 21)]
+    messages = [
+        StagedMessage(
+            offset, [(r.commit_ts, pack_row(r)) for r in rows[2 * offset : 2 * offset + 2]]
+        )
+        for offset in range(10)
+    ]
+    assert staging.stage_messages(P0, messages) == 1
+    assert staging.staged_totals()[0] == 20
+    assert list(staging.release(0, BIG_TS + 20)) == rows
 
 
 def test_watermarks_never_go_back_and_an_idle_partition_blocks(staging: Staging) -> None:
