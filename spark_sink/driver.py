@@ -14,15 +14,15 @@ import redis
 
 from config.errors import StagingLostError
 from config.settings import Settings
+from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.downstream import execute_ddl, with_retries
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from spark_sink.metrics import record_batch
-from spark_sink.plan import plan_batch
 from spark_sink.read_ahead import read_ahead
 from streams.metrics import serve_metrics
-from streams.model import DDLEvent, RowChange
-from streams.staging import Barrier, Staging
+from streams.model import DDLEvent
+from streams.staging import Staging
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -59,22 +59,15 @@ class Sink:
         resolved = self.staging.global_resolved_ts()
         if resolved is None or resolved <= checkpoint:
             return checkpoint
-        batch: list[RowChange] = []
-        # Up to a batch is read ahead: the next one is read while this one is applied.
-        changes = read_ahead(self.staging.release(checkpoint, resolved), self.settings.batch_rows)
-        for item in changes:
-            if isinstance(item, Barrier):
-                self._flush(batch, item.ddl.commit_ts)
-                batch = []
-                self._ddl(item.ddl, ddl_ts)
-                checkpoint = item.ddl.commit_ts
-                continue
-            if len(batch) >= self.settings.batch_rows and item.commit_ts != batch[-1].commit_ts:
-                # Cut only between transactions: a reader never sees half of one.
-                self._flush(batch, batch[-1].commit_ts)
-                batch = []
-            batch.append(item)
-        self._flush(batch, resolved)
+        released = self.staging.release(checkpoint, resolved)
+        steps = planned_batches(released, self.settings.batch_rows, resolved)
+        # A thread reads and plans the next batch while this one is applied (the apply mostly
+        # waits on the downstream): one batch applied, one planned, one being read.
+        for step in read_ahead(steps, limit=1, chunk=1):
+            if isinstance(step, DDLEvent):
+                self._ddl(step, ddl_ts)
+            else:
+                self._flush(step)
         self.staging.trim(resolved)
         return resolved
 
@@ -91,14 +84,14 @@ class Sink:
             )
         self.staging.mark_lineage()
 
-    def _flush(self, batch: list[RowChange], upto: int) -> None:
+    def _flush(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
-        offsets = self.staging.replay_offsets(upto)
-        merged = self.applier.apply(plan_batch(batch), upto, self.epoch, offsets)
+        offsets = self.staging.replay_offsets(batch.upto)
+        merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
         self.applied_rows += merged
         elapsed = time.perf_counter() - started
-        record_batch(self.settings.group, len(batch), merged, elapsed, upto)
-        log.info("applied %d changes up to %d in %.3f s", len(batch), upto, elapsed)
+        record_batch(self.settings.group, batch.changes, merged, elapsed, batch.upto)
+        log.info("applied %d changes up to %d in %.3f s", batch.changes, batch.upto, elapsed)
 
     def _ddl(self, ddl: DDLEvent, applied_ddl_ts: int) -> None:
         if ddl.commit_ts <= applied_ddl_ts:

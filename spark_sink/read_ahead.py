@@ -1,5 +1,5 @@
-"""Reading staged changes ahead of the apply: while the downstream applies one batch, a thread
-reads the next from Redis and unpacks it (the apply mostly waits on the database)."""
+"""Reading ahead of the apply: while the downstream applies one batch, a thread reads the next
+from Redis, unpacks and plans it (the apply mostly waits on the database)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# Items handed over per queue operation: one per item would cost more than the item.
+# Items handed over per queue operation by default: one per small item would cost more than it.
 CHUNK = 1_000
 # How often a blocked hand-over looks whether the reader is still wanted.
 STOP_POLL_S = 0.1
@@ -23,13 +23,14 @@ class _Failed:
         self.error = error
 
 
-def read_ahead(items: Iterator[T], limit: int) -> Iterator[T]:
-    """``items`` in order, produced by a thread up to about ``limit`` items ahead of the caller.
+def read_ahead(items: Iterator[T], limit: int, chunk: int = CHUNK) -> Iterator[T]:
+    """``items`` in order, produced by a thread up to about ``limit`` items ahead of the caller,
+    handed over ``chunk`` at a time.
 
     An error raised by ``items`` is raised here, in its place; a caller that stops early stops
     the thread (after the item it is producing).
     """
-    chunks: queue.Queue[list[T] | object] = queue.Queue(max(1, limit // CHUNK))
+    chunks: queue.Queue[list[T] | object] = queue.Queue(max(1, limit // chunk))
     stop = threading.Event()
 
     def hand_over(value: list[T] | object) -> bool:
@@ -42,18 +43,18 @@ def read_ahead(items: Iterator[T], limit: int) -> Iterator[T]:
         return False
 
     def produce() -> None:
-        chunk: list[T] = []
+        filling: list[T] = []
         try:
             for item in items:
-                chunk.append(item)
-                if len(chunk) >= CHUNK:
-                    if not hand_over(chunk):
+                filling.append(item)
+                if len(filling) >= chunk:
+                    if not hand_over(filling):
                         return
-                    chunk = []
+                    filling = []
             end: object = _DONE
         except BaseException as error:  # handed to the caller, who raises it
             end = _Failed(error)
-        if hand_over(chunk):
+        if hand_over(filling):
             hand_over(end)
 
     thread = threading.Thread(target=produce, name="read-ahead", daemon=True)

@@ -1,0 +1,65 @@
+"""Cutting released changes into planned batches: order, DDL places, transaction boundaries."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_sink.batches import PlannedBatch, planned_batches
+from streams.model import DDLEvent, Op, RowChange, column_type
+from streams.staging import Barrier
+
+TS = 449_000_000_000_000_000
+COLUMNS = {"id": column_type(3, 11)}  # the primary key: each row its own final action
+
+
+@st.composite
+def released(draw: st.DrawFn) -> list[RowChange | Barrier]:
+    """Rows in commit-ts order (several to a transaction) with DDL barriers between them."""
+    items: list[RowChange | Barrier] = []
+    ts = TS
+    for step in draw(st.lists(st.sampled_from(["row", "same ts", "ddl"]), max_size=60)):
+        if step != "same ts" or not items:
+            ts += draw(st.integers(1, 3))
+        if step == "ddl":
+            items.append(Barrier(DDLEvent(ts, "db", "t", "ALTER TABLE t ADD c INT", 5)))
+        else:
+            image = {"id": len(items)}
+            items.append(RowChange(ts, "db", "t", Op.INSERT, COLUMNS, image, None))
+    return items
+
+
+def _ids(batch: PlannedBatch) -> list[int]:
+    return [int(image["id"]) for plan in batch.plans for image in plan.upserts.values()]  # type: ignore[arg-type]
+
+
+@given(items=released(), batch_rows=st.integers(1, 8))
+def test_batches_keep_order_ddl_places_and_whole_transactions(
+    items: list[RowChange | Barrier], batch_rows: int
+) -> None:
+    resolved = TS + 1_000
+    steps = list(planned_batches(iter(items), batch_rows, resolved))
+    # Everything in its order, each DDL where its barrier was.
+    flat: list[object] = []
+    for step in steps:
+        flat += _ids(step) if isinstance(step, PlannedBatch) else [step]
+    assert flat == [i.ddl if isinstance(i, Barrier) else int(i.new["id"]) for i in items]  # type: ignore[index, arg-type]
+    ts_of = {int(i.new["id"]): i.commit_ts for i in items if isinstance(i, RowChange)}  # type: ignore[index, arg-type]
+    assert isinstance(steps[-1], PlannedBatch) and steps[-1].upto == resolved
+    for step, after in itertools.pairwise(steps):
+        if not isinstance(step, PlannedBatch):
+            continue
+        ids = _ids(step)
+        assert step.changes == len(ids)
+        if isinstance(after, DDLEvent):
+            assert step.upto == after.commit_ts
+            continue
+        # Cut by size: only between transactions, and no more than one transaction past the size.
+        assert isinstance(after, PlannedBatch)
+        last = ts_of[ids[-1]]
+        assert step.upto == last
+        assert all(ts_of[i] > last for i in _ids(after))
+        assert len(ids) >= batch_rows
+        assert len([i for i in ids if ts_of[i] != last]) < batch_rows
