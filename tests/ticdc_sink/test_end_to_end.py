@@ -438,8 +438,9 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
 ) -> None:
     expected = tmp_path / "expected.json"
+    # Several staging batches' worth of messages (one batch may pass the limit below).
     sent, final = run_produce(
-        pipeline, unique, "open", PARTITIONS, 300, seed=31, expected=expected, schema=unique
+        pipeline, unique, "open", PARTITIONS, 1500, seed=31, expected=expected, schema=unique
     )
     # Until the sink starts, a low staging limit holds the rest of the stream in Kafka: the kill
     # lands mid-stream however fast the worker is.
