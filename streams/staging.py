@@ -79,7 +79,8 @@ class TopicPartition:
 
 @dataclass(frozen=True, slots=True)
 class FramedMessage:
-    """A message's staging-script arguments, already encoded (see :func:`frame_message`)."""
+    """A message's staging, encoded as command arguments: its rows as ZADD pairs, and what the
+    staging script records of it (see :func:`frame_message`)."""
 
     offset: int
     rows: int
@@ -178,7 +179,7 @@ def _digest(body: bytes) -> bytes:
 # Records consecutive messages of one partition, each as one unit with its offset; a message at
 # or below the partition's staged offset (a replay) is not counted again. It runs in the same
 # MULTI as the ZADD of the messages' rows, which stays outside Lua: handing each row through a
-# script's arguments cost Redis more than the insert itself (5.2 against 1.0 us a row). ARGV:
+# script's arguments cost Redis more than the insert itself (5.2 against 1-2 us a row). ARGV:
 # partition, message count, then per message: offset, watermark ('' for none), rows, their
 # bytes, the DDL count, and per DDL its commit ts, identity and body.
 _STAGE = """
