@@ -1,7 +1,7 @@
 """The Redis staging layout: what workers write and the sink reads, in one place.
 
 Per pipeline (the consumer group), every key carries the hash tag ``{pipeline}`` so that one
-Lua script can touch all of them atomically, on a single Redis or a cluster alike:
+transaction or Lua script can touch all of them atomically, on a single Redis or a cluster alike:
 
 - ``rows:<topic>:<partition>``: a sorted set with every score 0, ordered by member bytes. A
   member is ``commit_ts`` (16 hex digits) + Kafka offset (16 hex) + event index (4 hex) + the
