@@ -120,7 +120,7 @@ class MessageStager:
         self.staged(batch)
 
     def prepare(self, records: Sequence[Record]) -> PreparedBatch:
-        """Decode ``records`` and queue their staging on a pipeline, not yet sent.
+        """Decode ``records`` and encode the commands that stage them, not yet sent.
 
         The stager then counts them as staged, so the next batch can be prepared while this one
         is sent (see :meth:`send` for a failed round trip).
@@ -474,7 +474,7 @@ class StagingLine:
             # a rebalance) and this knows the offsets of every batch queued before it.
             staged = self._stager.staged_offsets(records)
             fresh = [(r, f) for r, f in zip(records, framed, strict=True) if staged[r[0]] < r[1]]
-            batch = self._stager.queue([r for r, _ in fresh], [p for _, p in fresh])
+            batch = self._stager.queue([r for r, _ in fresh], [f for _, f in fresh])
             if sending is not None:
                 await sending
             if self._wait_for_room is not None:
