@@ -1,0 +1,52 @@
+"""The README's settings table and the settings model name the same variables."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from config.settings import ENV_PREFIX, Settings, env_name
+from streams.native import NATIVE_ENV
+from ticdc_sink.services.base import STATE_DIR_ENV
+
+README = Path(__file__).parents[2] / "README.md"
+# Read from the environment by the module that needs them, not settings of a pipeline.
+PROCESS_VARIABLES = {NATIVE_ENV, STATE_DIR_ENV}
+# A cell may name siblings: `TICDC_SINK_MAX_STAGED_ROWS` / `_BYTES`, or two full names.
+_CELL_NAME = re.compile(r"`(TICDC_SINK_[A-Z0-9_]+|_[A-Z0-9_]+)`")
+
+
+def documented_variables(readme: str) -> set[str]:
+    """Every variable named in the first cell of a row of the README's Configuration table."""
+    section = readme.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    names: set[str] = set()
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        first_cell = line.split("|")[1]
+        found = _CELL_NAME.findall(first_cell)
+        if not found:
+            continue
+        stem = found[0].rsplit("_", 1)[0]
+        names.update(name if name.startswith(ENV_PREFIX) else stem + name for name in found)
+    return names
+
+
+def test_every_setting_is_in_the_readme_table_and_every_row_is_a_setting() -> None:
+    documented = documented_variables(README.read_text())
+    fields = {env_name(name) for name in Settings.model_fields}
+    assert fields - documented == set(), "settings missing from the README's table"
+    assert documented - fields - PROCESS_VARIABLES == set(), "README rows that are no setting"
+
+
+def test_a_row_with_a_sibling_documents_both() -> None:
+    table = (
+        "\n## Configuration\n| `TICDC_SINK_MAX_STAGED_ROWS` / `_BYTES` | 1 | x |\n"
+        "| `TICDC_SINK_ROUTES` / `TICDC_SINK_SKIP_TABLES` | | y |\n## Next\n"
+    )
+    assert documented_variables(table) == {
+        ENV_PREFIX + "MAX_STAGED_ROWS",
+        ENV_PREFIX + "MAX_STAGED_BYTES",
+        ENV_PREFIX + "ROUTES",
+        ENV_PREFIX + "SKIP_TABLES",
+    }
