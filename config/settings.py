@@ -153,6 +153,7 @@ class Settings(BaseModel):
     skip_tables: str = ""
     claim_check_storage: str = Field(
         default=DEFAULT_CLAIM_CHECK_STORAGE,
+        repr=False,  # its URI may carry a secret key: describe() shows it masked
         description="the changefeed's claim-check-storage-uri (file:// or s3://); objects are "
         "read by file name there, as TiCDC's consumer does",
     )
