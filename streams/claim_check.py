@@ -34,6 +34,11 @@ SCHEMES = ("file", "s3")
 RETRY_FIRST_S = 0.2
 RETRY_MAX_S = 2.0
 
+# S3 reads run where messages are decoded: bounded, so a stalled store holds a batch briefly, and
+# retried here rather than by botocore too, so a read costs the attempts the settings name.
+S3_CONNECT_TIMEOUT_S = 5.0
+S3_READ_TIMEOUT_S = 30.0
+
 Fetch = Callable[[str], bytes]
 
 
@@ -51,6 +56,11 @@ def object_url(location: str, storage: str = "") -> str:
     if scheme == "file":
         return "file://" + rest
     return f"{scheme}://{rest.lstrip('/')}"
+
+
+def shown_url(url: str) -> str:
+    """``url`` for logs and dead letters: without its options, which may hold a secret key."""
+    return urlunsplit(urlsplit(url)._replace(query=""))
 
 
 def stored_message(data: bytes) -> tuple[bytes | None, bytes]:
@@ -109,7 +119,12 @@ class S3Reader:
                 region_name=options.get("region") or None,
                 aws_access_key_id=options.get("access-key") or None,
                 aws_secret_access_key=options.get("secret-access-key") or None,
-                config=Config(s3={"addressing_style": "path" if path_style else "auto"}),
+                config=Config(
+                    s3={"addressing_style": "path" if path_style else "auto"},
+                    connect_timeout=S3_CONNECT_TIMEOUT_S,
+                    read_timeout=S3_READ_TIMEOUT_S,
+                    retries={"total_max_attempts": 1},
+                ),
             )
         return client
 
@@ -147,7 +162,8 @@ class ClaimCheckReader:
             return stored_message(data)
         except ValueError as exc:
             raise LargeMessageError(
-                protocol, f"claim-check object {url} is not TiCDC's stored message: {exc}"
+                protocol,
+                f"claim-check object {shown_url(url)} is not TiCDC's stored message: {exc}",
             ) from None
 
     def _fetch(self, reader: Fetch, url: str, location: str, protocol: str) -> bytes:
@@ -160,12 +176,13 @@ class ClaimCheckReader:
                 if attempt >= self.attempts:
                     raise LargeMessageError(
                         protocol,
-                        f"claim-check object {url} (location {location!r}) unreadable after "
+                        f"claim-check object {shown_url(url)} (location {location!r}) "
+                        f"unreadable after "
                         f"{attempt} attempts: {error}",
                     ) from None
                 log.warning(
                     "claim-check object %s unreadable (attempt %d of %d): %s; again in %.1f s",
-                    url, attempt, self.attempts, error, delay,
+                    shown_url(url), attempt, self.attempts, error, delay,
                 )  # fmt: skip
                 self._sleep(delay)
                 delay = min(delay * 2, RETRY_MAX_S)

@@ -28,8 +28,15 @@ from streams.model import (
 )
 
 Statement = tuple[str, tuple[Value, ...]]
-# Types whose text value the model keeps as an int (BIT arrives as big-endian bytes).
-_INT_TYPES = INTEGER_TYPES | {MySQLType.YEAR}
+# Types whose text value the model keeps as an int (BIT arrives as big-endian bytes; ENUM and
+# SET are read a second time as their numbers).
+_INT_TYPES = INTEGER_TYPES | {MySQLType.YEAR, MySQLType.ENUM, MySQLType.SET}
+_INDEXED = (MySQLType.ENUM, MySQLType.SET)
+# MySQL's result-set column flags: ENUM and SET columns arrive typed as strings with these.
+ENUM_FLAG = 0x100
+SET_FLAG = 0x800
+# A lost or stale upstream connection is made again once before a read gives up.
+READ_ATTEMPTS = 2
 
 
 def quote(identifier: str) -> str:
@@ -51,6 +58,24 @@ def snapshot_read(schema: str, table: str, key: dict[str, Value], ts: int) -> li
         ("SET @@tidb_snapshot = %s", (ts,)),
         (f"SELECT * FROM {table_name} WHERE {where} LIMIT 2", tuple(key.values())),
     ]
+
+
+def wire_types(fields: Sequence[tuple[int, int]]) -> list[int]:
+    """Each result column's model type from its wire (type code, flags): ENUM and SET arrive
+    as strings marked by a flag."""
+    return [
+        MySQLType.ENUM if flags & ENUM_FLAG else MySQLType.SET if flags & SET_FLAG else code
+        for code, flags in fields
+    ]
+
+
+def index_read(schema: str, table: str, columns: Sequence[str], key: dict[str, Value]) -> Statement:
+    """The statement reading ENUM and SET ``columns`` as the numbers the model keeps (TiCDC
+    sends an ENUM's index and a SET's bits), within the same snapshot."""
+    numbers = ", ".join(f"{_bound_name(name)} + 0" for name in columns)
+    where = " AND ".join(f"{_bound_name(name)} = %s" for name in key)
+    table_name = f"{_bound_name(schema)}.{_bound_name(table)}"
+    return f"SELECT {numbers} FROM {table_name} WHERE {where}", tuple(key.values())
 
 
 def row_image(
@@ -102,34 +127,50 @@ class UpstreamReader:
     ) -> tuple[dict[str, ColumnType], dict[str, Value]]:
         where = f"{change.schema}.{change.table} at ts {ts}"
         with self._lock:
-            try:
-                rows, description = self._query(snapshot_read(change.schema, change.table, key, ts))
-            except Exception as error:  # PyMySQL's errors, a lost connection
-                self._conn = None
-                raise LargeMessageError(
-                    protocol, f"handle-key-only row of {where}: upstream read failed: {error}"
-                ) from None
+            for attempt in range(1, READ_ATTEMPTS + 1):
+                try:
+                    rows, names, codes = self._query(change.schema, change.table, key, ts)
+                    break
+                except Exception as error:  # PyMySQL's errors, a lost connection
+                    self._conn = None
+                    if attempt == READ_ATTEMPTS:
+                        raise LargeMessageError(
+                            protocol,
+                            f"handle-key-only row of {where}: upstream read failed: {error}",
+                        ) from None
         if len(rows) != 1:
             raise LargeMessageError(
                 protocol, f"handle-key-only row of {where}: {len(rows)} upstream rows by its key"
             )
-        names = [d[0] for d in description]
-        codes = [d[1] for d in description]
         key_types = {name: change.columns[name] for name in key if name in change.columns}
         return row_image(names, codes, rows[0], key_types)
 
-    def _query(self, statements: list[Statement]) -> tuple[list[Any], Any]:
+    def _query(
+        self, schema: str, table: str, key: dict[str, Value], ts: int
+    ) -> tuple[list[list[Any]], list[str], list[int]]:
+        """The rows by ``key`` as of ``ts``, their column names and model types."""
         conn = self._conn or self._connect()
         with conn.cursor() as cursor:
             try:
-                for sql, args in statements:
+                for sql, args in snapshot_read(schema, table, key, ts):
                     cursor.execute(sql, args)
-                return list(cursor.fetchall()), cursor.description
+                rows = [list(row) for row in cursor.fetchall()]
+                # PyMySQL keeps the columns' flags only on its result's fields.
+                fields = cursor._result.fields
+                names = [field.name for field in fields]
+                codes = wire_types([(field.type_code, field.flags) for field in fields])
+                numbered = [i for i, code in enumerate(codes) if code in _INDEXED]
+                if rows and numbered:
+                    cursor.execute(*index_read(schema, table, [names[i] for i in numbered], key))
+                    for i, number in zip(numbered, cursor.fetchone(), strict=True):
+                        rows[0][i] = number
+                return rows, names, codes
             finally:
                 cursor.execute("SET @@tidb_snapshot = ''")
 
     def _connect(self) -> Any:
         import pymysql
+        import pymysql.converters
 
         self._conn = pymysql.connect(
             host=self.address.host,
@@ -139,6 +180,10 @@ class UpstreamReader:
             charset="utf8mb4",
             init_command="SET time_zone = '+00:00'",
             autocommit=True,
-            conv={},  # every value as text or bytes: the model's exact forms come from those
+            # Values as the server sends them (text, or bytes for binary columns): the model's
+            # exact forms are made from those; parameters are still encoded as usual.
+            conv={
+                t: f for t, f in pymysql.converters.conversions.items() if not isinstance(t, int)
+            },
         )
         return self._conn

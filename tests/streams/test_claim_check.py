@@ -88,3 +88,16 @@ def test_a_broken_envelope_is_refused_without_retries(tmp_path: Path) -> None:
     with pytest.raises(LargeMessageError, match="not TiCDC's stored message"):
         ClaimCheckReader(sleep=waits.append).read(f"file:{tmp_path}/{NAME}", "open")
     assert waits == []
+
+
+def test_an_s3_store_that_does_not_answer_is_retried_then_refused() -> None:
+    # A real boto3 client against a closed port: the message names where and why.
+    storage = "s3://claims/cf?endpoint=http://127.0.0.1:9&region=us-east-1&access-key=a&secret-access-key=b"
+    waits: list[float] = []
+    reader = ClaimCheckReader(storage=storage, attempts=2, sleep=waits.append)
+    with pytest.raises(LargeMessageError) as raised:
+        reader.read(f"s3:/elsewhere/{NAME}", "open")
+    assert len(waits) == 1
+    assert f"claim-check object s3://claims/cf/{NAME} (location" in str(raised.value)
+    assert "Could not connect" in str(raised.value)
+    assert "secret-access-key" not in str(raised.value)

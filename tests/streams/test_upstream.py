@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streams.model import ColumnFlag, MySQLType, column_type
-from streams.upstream import row_image, snapshot_read
+from streams.upstream import ENUM_FLAG, SET_FLAG, index_read, row_image, snapshot_read, wire_types
 
 KEY = column_type(MySQLType.LONG, ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
 
@@ -37,3 +37,17 @@ def test_a_row_read_as_text_becomes_the_models_values() -> None:
     assert columns["id"] is KEY
     assert columns["blob"].is_binary and not columns["note"].is_binary
     assert columns["flags"] == column_type(MySQLType.BIT)
+
+
+def test_enum_and_set_columns_are_read_again_as_their_numbers() -> None:
+    # As MySQL and TiDB describe them: strings, marked by a flag.
+    fields = [(MySQLType.LONG, 0), (MySQLType.STRING, ENUM_FLAG), (MySQLType.STRING, SET_FLAG)]
+    codes = wire_types(fields)
+    assert codes == [MySQLType.LONG, MySQLType.ENUM, MySQLType.SET]
+    assert index_read("shop", "docs", ["state", "tags"], {"id": 7}) == (
+        "SELECT `state` + 0, `tags` + 0 FROM `shop`.`docs` WHERE `id` = %s",
+        (7,),
+    )
+    columns, image = row_image(["id", "state", "tags"], codes, ["7", "2", "5"], {})
+    assert image == {"id": 7, "state": 2, "tags": 5}
+    assert columns["state"] == column_type(MySQLType.ENUM)
