@@ -167,5 +167,5 @@ async def test_the_worker_dead_letters_what_it_cannot_make_whole(
     assert "unreadable after 2 attempts" in unreadable
     assert "handle-key-only insert of shop.docs" in key_only
     assert "TICDC_SINK_UPSTREAM" in key_only
-    # The dead letter keeps the message as it came, to be replayed once it can be read.
+    # The dead letter keeps the message as it came (the location), not a half-made row.
     assert letters[0][1][b"key"] == messages[1].key
