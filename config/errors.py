@@ -46,6 +46,11 @@ class DecodeError(TicdcSinkError):
         super().__init__(", ".join(parts))
 
 
+class LargeMessageError(DecodeError):
+    """A message TiCDC cut down for size (``large-message-handle-option``) cannot be made whole:
+    its claim-check object is unreadable, or its handle-key-only row cannot be read upstream."""
+
+
 class EncodeError(TicdcSinkError):
     """Events cannot be encoded under a protocol (a value of the wrong type, say)."""
 

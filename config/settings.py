@@ -50,6 +50,14 @@ DEFAULT_SPARK_MIN_ROWS = 50_000
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.
 DEFAULT_WEB_PORT = 6066
+# Reads of a claim-check object before its message is dead-lettered: the object is written
+# before TiCDC sends the message, so only a failing store makes a read fail, and briefly.
+DEFAULT_CLAIM_CHECK_ATTEMPTS = 3
+# Where claim-check objects are read when unset: from each message's location as written.
+DEFAULT_CLAIM_CHECK_STORAGE = ""
+_CLAIM_CHECK_SCHEMES = ("file", "s3")
+# An S3 URI may carry its secret key as TiCDC's URIs do; it never prints.
+_SECRET_KEY = re.compile(r"(secret-access-key=)[^&]*")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -143,6 +151,23 @@ class Settings(BaseModel):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     routes: str = ""
     skip_tables: str = ""
+    claim_check_storage: str = Field(
+        default=DEFAULT_CLAIM_CHECK_STORAGE,
+        repr=False,  # its URI may carry a secret key: describe() shows it masked
+        description="the changefeed's claim-check-storage-uri (file:// or s3://); objects are "
+        "read by file name there, as TiCDC's consumer does",
+    )
+    claim_check_attempts: int = Field(
+        default=DEFAULT_CLAIM_CHECK_ATTEMPTS,
+        ge=1,
+        le=20,
+        description="reads of an unreadable claim-check object before its message is dead-lettered",
+    )
+    upstream: Downstream | None = Field(
+        default=None,
+        description="mysql:// address of the upstream TiDB: handle-key-only rows are read "
+        "there by a snapshot read; unset, they are dead-lettered",
+    )
 
     @field_validator("kafka")
     @classmethod
@@ -186,6 +211,20 @@ class Settings(BaseModel):
     def _parse_downstream(cls, value: Any) -> Any:
         return Downstream.parse(value) if isinstance(value, str) else value
 
+    @field_validator("upstream", mode="before")
+    @classmethod
+    def _parse_upstream(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return Downstream.parse(value) if value else None
+        return value
+
+    @field_validator("claim_check_storage")
+    @classmethod
+    def _check_claim_check_storage(cls, value: str) -> str:
+        if value and urlsplit(value).scheme not in _CLAIM_CHECK_SCHEMES:
+            raise ValueError("must be empty or start with file:// or s3://")
+        return value
+
     @field_validator("spark_master")
     @classmethod
     def _check_master(cls, value: str) -> str:
@@ -200,6 +239,10 @@ class Settings(BaseModel):
             value = getattr(self, name)
             if isinstance(value, tuple):
                 value = ",".join(value)
+            elif value is None:
+                value = ""
+            elif name == "claim_check_storage":
+                value = _SECRET_KEY.sub(r"\1***", value)
             shown[ENV_PREFIX + name.upper()] = str(value)
         return shown
 
@@ -246,7 +289,7 @@ def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
         if field not in Settings.model_fields:
             lines.append(f"unknown setting {field!r}; known: {', '.join(Settings.model_fields)}")
             continue
-        shown = "***" if field == "downstream" else repr(values.get(field))
+        shown = "***" if field in ("downstream", "upstream") else repr(values.get(field))
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "enum":
             allowed = error.get("ctx", {}).get("expected", "")

@@ -214,4 +214,12 @@ class Bootstrap:
     build_ts: int = 0
 
 
-Event = RowChange | DDLEvent | Resolved | Bootstrap
+@dataclass(slots=True, frozen=True)
+class ClaimCheck:
+    """A message TiCDC stored outside Kafka (``large-message-handle-option=claim-check``):
+    the whole message, key and value, is the object at ``location``."""
+
+    location: str
+
+
+Event = RowChange | DDLEvent | Resolved | Bootstrap | ClaimCheck

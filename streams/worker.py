@@ -25,6 +25,7 @@ from config.errors import ConfigError, DecodeError
 from config.settings import DEFAULT_WEB_PORT, EventLoop, OnError, Protocol, Settings
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
+from streams.large_messages import LargeMessages
 from streams.metrics import (
     DEAD_LETTERS,
     EVENTS_DECODED,
@@ -91,10 +92,18 @@ class PreparedBatch:
 class MessageStager:
     """Decodes one Kafka message and stages its events; the pure middle of the worker."""
 
-    def __init__(self, staging: Staging, codec: Codec, on_error: OnError) -> None:
+    def __init__(
+        self,
+        staging: Staging,
+        codec: Codec,
+        on_error: OnError,
+        large_messages: LargeMessages | None = None,
+    ) -> None:
         self.staging = staging
         self.codec = codec
         self.on_error = on_error
+        # Claim checks and handle-key-only rows are made whole before staging.
+        self.large_messages = large_messages or LargeMessages()
         self.dead_letters = 0
         self._schemas_changed = False
         self._last_staged: dict[TopicPartition, int] = {}
@@ -195,7 +204,7 @@ class MessageStager:
         staged = 0
         for entry, tp, offset, key, value, _ in self.staging.held():
             try:
-                events = self.codec.decode(key, value)
+                events = self.large_messages.decode(self.codec, key, value)
             except MissingSchemaError:
                 continue
             rows = [e for e in events if isinstance(e, RowChange)]
@@ -214,7 +223,7 @@ class MessageStager:
             self._count(tp, framed.rows, framed.marks)
             return framed
         try:
-            events = self.codec.decode(key, value or b"")
+            events = self.large_messages.decode(self.codec, key, value or b"")
         except MissingSchemaError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, commands)
@@ -330,7 +339,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
     schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
-    stager = MessageStager(staging, codec_for(settings.protocol, schemas), settings.on_error)
+    stager = MessageStager(
+        staging,
+        codec_for(settings.protocol, schemas),
+        settings.on_error,
+        LargeMessages.from_settings(settings),
+    )
 
     @app.on_partitions_revoked.connect
     async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:

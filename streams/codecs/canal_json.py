@@ -22,6 +22,7 @@ from streams.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
     INTEGER_TYPES,
+    ClaimCheck,
     ColumnFlag,
     ColumnType,
     DDLEvent,
@@ -105,6 +106,12 @@ class CanalJSONCodec(Codec):
             raise ValueError("'_tidb' must be an object")
         if message.get("type") == WATERMARK:
             return [Resolved(_ts(extension.get("watermarkTs")))]
+        location = extension.get("claimCheckLocation")
+        if location:
+            # TiCDC stored the whole message there and sends only this location.
+            if location.__class__ is not str:
+                raise ValueError("'_tidb.claimCheckLocation' must be a string")
+            return [ClaimCheck(location)]
         commit_ts = _ts(extension.get("commitTs", 0))
         schema = message.get("database") or ""
         table = message.get("table") or ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from streams.codecs.values import b64encode
-from streams.model import Bootstrap, DDLEvent, Event, Resolved, RowChange, Value
+from streams.model import Bootstrap, ClaimCheck, DDLEvent, Event, Resolved, RowChange, Value
 
 
 def _value(value: Value) -> Any:
@@ -47,4 +47,6 @@ def event_json(event: Event) -> dict[str, Any]:
             "schema": event.table_schema.schema,
             "table": event.table_schema.table,
         }
+    if isinstance(event, ClaimCheck):
+        return {"type": "claim_check", "location": event.location}
     raise TypeError(f"not an event: {event!r}")

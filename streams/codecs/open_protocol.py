@@ -20,6 +20,7 @@ from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, te
 from streams.model import (
     BLOB_TYPES,
     CHAR_TYPES,
+    ClaimCheck,
     ColumnFlag,
     ColumnType,
     DDLEvent,
@@ -42,6 +43,8 @@ _LENGTH = struct.Struct(">Q")
 _HANDLE_KEY = int(ColumnFlag.HANDLE_KEY)
 _BINARY = int(ColumnFlag.BINARY)
 _JSON_SCALARS = (str, int, float, bool, type(None))
+# TiCDC writes a handle-key-only row's key with this field (omitted when false).
+_OHK = b'"ohk"'
 
 
 def split_frames(data: bytes, skip: int, what: str) -> list[bytes]:
@@ -210,14 +213,16 @@ class OpenProtocolCodec(Codec):
     @staticmethod
     def _row(
         index: int, ts: int, header: dict[str, Any], schema: str, table: str, value: bytes
-    ) -> RowChange:
-        if header.get("ccl"):
-            raise DecodeError(
-                PROTOCOL,
-                f"claim-check message stored at {header['ccl']!r}: not readable from Kafka alone",
-                event_index=index,
-                where="key.ccl",
-            )
+    ) -> RowChange | ClaimCheck:
+        location = header.get("ccl")
+        if location:
+            # TiCDC stored the whole message (key and value) there; the value sent here only
+            # holds the handle key.
+            if location.__class__ is not str:
+                raise DecodeError(
+                    PROTOCOL, "'ccl' must be a string", event_index=index, where="key.ccl"
+                )
+            return ClaimCheck(location)
         body = _load(value, index, "row value")
         if not isinstance(body, dict):
             raise DecodeError(PROTOCOL, "row value must be an object", event_index=index)
@@ -249,14 +254,22 @@ class OpenProtocolCodec(Codec):
 
     def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
         native = self._native_for(key, value)
-        return None if native is None else native.decode_packed(key, value)
+        if native is None or not self._packable(key):
+            return None
+        return native.decode_packed(key, value)  # type: ignore[no-any-return]
 
     def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
         return packed_where(
             messages,
-            lambda key, value: self._native_for(key, value) is not None,
+            lambda key, value: self._native_for(key, value) is not None and self._packable(key),
             self._native and self._native.decode_packed_many,
         )
+
+    @staticmethod
+    def _packable(key: bytes | None) -> bool:
+        """Whether the message has no handle-key-only row, whose full image the worker reads
+        upstream before staging it."""
+        return _OHK not in (key or b"")
 
     def _native_for(self, key: bytes | None, value: bytes) -> Any:
         """The native decoder, when there is one and this message is its to try."""

@@ -74,3 +74,26 @@ def test_a_missing_or_broken_file_is_named(tmp_path: Path) -> None:
     unknown.write_text('colour = "blue"\n')
     with pytest.raises(ConfigError, match="unknown setting 'colour'"):
         load_settings(unknown, environ={})
+
+
+def test_large_message_settings() -> None:
+    settings = load_settings(environ={})
+    assert (settings.upstream, settings.claim_check_storage) == (None, "")
+    assert settings.claim_check_attempts == 3
+    secret = "s3://claims/cf?endpoint=http://minio:9000&secret-access-key=hush&region=x"
+    settings = load_settings(
+        environ={
+            "TICDC_SINK_UPSTREAM": "mysql://cdc:pw@tidb:4000/",
+            "TICDC_SINK_CLAIM_CHECK_STORAGE": secret,
+        }
+    )
+    assert settings.upstream is not None and settings.upstream.port == 4000
+    shown = settings.describe()
+    assert shown["TICDC_SINK_UPSTREAM"] == "mysql://cdc:***@tidb:4000/"
+    for text in (str(settings), repr(settings), shown["TICDC_SINK_CLAIM_CHECK_STORAGE"]):
+        assert "hush" not in text
+    assert "region=x" in shown["TICDC_SINK_CLAIM_CHECK_STORAGE"]
+    with pytest.raises(ConfigError, match="TICDC_SINK_CLAIM_CHECK_STORAGE='gcs://b': must be"):
+        load_settings(environ={"TICDC_SINK_CLAIM_CHECK_STORAGE": "gcs://b"})
+    with pytest.raises(ConfigError, match=r"TICDC_SINK_UPSTREAM=\*\*\*: must start with mysql"):
+        load_settings(environ={"TICDC_SINK_UPSTREAM": "tidb:4000"})
