@@ -19,7 +19,8 @@ from config.settings import LogFormat, LogLevel
 
 # Libraries whose INFO records are start-up chatter (Faust's services starting one by one, the
 # Kafka client's connections, py4j's gateway): they log WARNING and above unless DEBUG is asked.
-CHATTY_LOGGERS = ("faust", "mode", "aiokafka", "kafka", "py4j", "asyncio")
+# streams.transport is the worker's Faust consumer service, which logs as Faust's do.
+CHATTY_LOGGERS = ("faust", "mode", "aiokafka", "kafka", "py4j", "asyncio", "streams.transport")
 
 # The pipeline of a record logged before the settings named one.
 NO_PIPELINE = "-"

@@ -52,6 +52,8 @@ DEFAULT_SESSION_TIMEOUT_S = 30.0
 DEFAULT_WEB_PORT = 6066
 # Where /metrics and the worker's status page listen: loopback unless the operator opens them.
 DEFAULT_METRICS_HOST = "127.0.0.1"
+# How often a worker logs its progress line: a stall shows within a minute.
+DEFAULT_PROGRESS_INTERVAL_S = 30.0
 # Dead letters kept in Redis: a flood of bad messages must not fill Redis (oldest trimmed first).
 DEFAULT_DEAD_LETTER_MAX_ENTRIES = 10_000
 
@@ -166,6 +168,7 @@ class Settings(BaseModel):
     log_level: LogLevel = LogLevel.INFO
     log_format: LogFormat = LogFormat.TEXT
     dead_letter_max_entries: int = Field(default=DEFAULT_DEAD_LETTER_MAX_ENTRIES, ge=1)
+    progress_interval: float = Field(default=DEFAULT_PROGRESS_INTERVAL_S, ge=1.0, le=3600.0)
     routes: str = ""
     skip_tables: str = ""
 

@@ -153,6 +153,8 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     with _unless_stopping(stop, "starting Spark"):
         applier.spark()
+    # PySpark's context takes SIGINT for itself (it cancels jobs and raises): take it back.
+    stop_on_signals(stop)
     while not stop.is_set() and not _acquire(lock):
         log.info("another sink leads pipeline %s; standing by", settings.group)
         stop.wait(lock.lease_ms / 3000)

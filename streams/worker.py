@@ -78,8 +78,6 @@ DECODE_PART_MIN = 50
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
 METRICS_INTERVAL_S = 5.0
-# How often the worker logs its progress line (often enough to see a stall within a minute).
-PROGRESS_INTERVAL_S = 30.0
 # Backoff while Redis or Kafka is unreachable (a restart, a dropped connection).
 REDIS_RETRY_FIRST_S = 0.2
 REDIS_RETRY_MAX_S = 5.0
@@ -374,7 +372,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             if resolved is not None:
                 GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
 
-    @app.timer(interval=PROGRESS_INTERVAL_S)
+    @app.timer(interval=settings.progress_interval)
     async def report_progress() -> None:
         with _skip_tick_without_redis("reporting progress"):
             resolved = staging.global_resolved_ts()
@@ -604,7 +602,10 @@ def run_worker(settings: Settings) -> int:
     serve_metrics(settings)
     app = build_app(settings)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
-    Worker(app, quiet=True, override_logging=False).execute_from_commandline()
+    worker = Worker(app, quiet=True, override_logging=False)
+    # Faust's start-up spinner writes terminal escape codes into the log: none.
+    worker.spinner = None
+    worker.execute_from_commandline()
     return 0
 
 

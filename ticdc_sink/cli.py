@@ -7,7 +7,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from config.errors import ConfigError, StopRequested, TicdcSinkError, one_line
 from config.logs import configure_logging
@@ -58,25 +58,24 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import asyncio
+    from ticdc_sink.status_command import run_status
 
-    import orjson
-    import redis
+    return run_status(settings_from(args), as_json=args.json)
 
-    from spark_sink.downstream import applied_resolved_ts
-    from streams.staging import Staging
-    from streams.status import kafka_offsets, render, snapshot
+
+def _deadletters(args: argparse.Namespace) -> int:
+    from ticdc_sink import deadletters_command as command
 
     settings = settings_from(args)
-    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
-    committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
-    # None until the sink has recorded a checkpoint downstream.
-    checkpoint = applied_resolved_ts(settings) or None
-    document = snapshot(staging, committed, ends, checkpoint_ts=checkpoint)
-    print(orjson.dumps(document).decode() if args.json else render(document))
-    if not document["partitions"] and not args.json:
-        print("no partitions known yet: a worker records them from Kafka's metadata at start")
-    return 0
+    if args.action == "list":
+        return command.run_list(settings, args.limit)
+    if args.action == "show":
+        return command.run_show(settings, args.id)
+    if args.action == "export":
+        return command.run_export(settings, args.output)
+    if args.action == "replay":
+        return command.run_replay(settings, args.id, args.key, args.value, args.keep)
+    return command.run_purge(settings, args.ids, args.yes)
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -202,6 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.set_defaults(handler=_status)
 
+    _add_deadletters(commands)
+
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)
 
@@ -211,6 +212,36 @@ def build_parser() -> argparse.ArgumentParser:
             "--config", metavar="PATH", default=argparse.SUPPRESS, help="TOML settings file"
         )
     return parser
+
+
+def _add_deadletters(commands: Any) -> None:
+    from ticdc_sink.deadletters_command import DEFAULT_LIST_LIMIT
+
+    deadletters = commands.add_parser(
+        "deadletters", help="list, show, export, replay or purge the dead letters"
+    )
+    deadletters.set_defaults(handler=_deadletters)
+    actions = deadletters.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="the oldest dead letters, one a line")
+    listing.add_argument("--limit", type=int, default=DEFAULT_LIST_LIMIT, help="how many")
+    show = actions.add_parser("show", help="one dead letter in full")
+    show.add_argument("id", help="its stream id (see list)")
+    export = actions.add_parser("export", help="every dead letter as JSON lines (base64 bytes)")
+    export.add_argument("--output", default="-", metavar="FILE", help="file (default: stdout)")
+    replay = actions.add_parser(
+        "replay", help="decode a dead letter again (fixed from files) and stage its rows"
+    )
+    replay.add_argument("id", help="its stream id (see list)")
+    replay.add_argument("--key", metavar="FILE", help="the fixed Kafka key")
+    replay.add_argument("--value", metavar="FILE", help="the fixed Kafka value")
+    replay.add_argument("--keep", action="store_true", help="keep the dead letter once staged")
+    purge = actions.add_parser("purge", help="delete dead letters (all, after confirmation)")
+    purge.add_argument("ids", nargs="*", metavar="ID", help="only these")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for action in actions.choices.values():
+        action.add_argument(
+            "--config", metavar="PATH", default=argparse.SUPPRESS, help="TOML settings file"
+        )
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
