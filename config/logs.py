@@ -81,6 +81,22 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(document).decode()
 
 
+class _StderrHandler(logging.StreamHandler[IO[str]]):
+    """Writes to whatever ``sys.stderr`` is at the time of each record (as logging's own
+    last-resort handler does), so a redirected stderr still gets them."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> IO[str]:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _: IO[str]) -> None:
+        pass
+
+
 def configure_logging(
     level: LogLevel = LogLevel.INFO,
     log_format: LogFormat = LogFormat.TEXT,
@@ -89,7 +105,7 @@ def configure_logging(
 ) -> logging.Handler:
     """Send every record of this process to ``stream`` (stderr) in one form; returns the
     handler. Calling it again replaces what an earlier call (or a library) installed."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format is LogFormat.JSON else TextFormatter())
     handler.addFilter(_PipelineFilter(pipeline))
     root = logging.getLogger()

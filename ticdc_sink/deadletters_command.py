@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import sys
 from pathlib import Path
-from typing import IO
 
 import orjson
 import redis
@@ -49,28 +48,27 @@ def _letter(store: DeadLetters, entry: str, pipeline: str) -> DeadLetter:
     return letter
 
 
-def run_list(settings: Settings, limit: int, out: IO[str] = sys.stdout) -> int:
+def run_list(settings: Settings, limit: int) -> int:
     _, store = _store(settings)
     letters = store.entries(limit)
-    print(f"pipeline {settings.group}: {store.count()} dead letters", file=out)
+    print(f"pipeline {settings.group}: {store.count()} dead letters")
     for letter in letters:
         error = letter.error[:LIST_ERROR_CHARS]
         print(
             f"{letter.id:20} {letter.time}  {letter.tp.field}@{letter.offset}  "
             f"{len(letter.value)} B  {error}",
-            file=out,
         )
     return 0
 
 
-def run_show(settings: Settings, entry: str, out: IO[str] = sys.stdout) -> int:
+def run_show(settings: Settings, entry: str) -> int:
     _, store = _store(settings)
     letter = _letter(store, entry, settings.group)
-    print(f"id         {letter.id} (dead-lettered {letter.time})", file=out)
-    print(f"message    {letter.tp.field} offset {letter.offset}", file=out)
-    print(f"error      {letter.error}", file=out)
+    print(f"id         {letter.id} (dead-lettered {letter.time})")
+    print(f"message    {letter.tp.field} offset {letter.offset}")
+    print(f"error      {letter.error}")
     for name, data in (("key", letter.key), ("value", letter.value)):
-        print(f"{name:10} {_printable(data)}", file=out)
+        print(f"{name:10} {_printable(data)}")
     return 0
 
 
@@ -85,13 +83,13 @@ def _printable(data: bytes) -> str:
     return f"({len(data)} B, base64) {base64.b64encode(data).decode()}"
 
 
-def run_export(settings: Settings, output: str, out: IO[str] = sys.stdout) -> int:
+def run_export(settings: Settings, output: str) -> int:
     """Every dead letter as one JSON object a line (key and value in base64)."""
     _, store = _store(settings)
     lines = [orjson.dumps(letter.document()).decode() for letter in store.entries()]
     text = "".join(line + "\n" for line in lines)
     if output == "-":
-        out.write(text)
+        sys.stdout.write(text)
     else:
         Path(output).write_text(text)
         print(f"exported {len(lines)} dead letters to {output}", file=sys.stderr)
@@ -104,7 +102,6 @@ def run_replay(
     key_file: str | None,
     value_file: str | None,
     keep: bool,
-    out: IO[str] = sys.stdout,
 ) -> int:
     """Decode a dead letter (fixed from files, if given) and stage its rows; then drop it."""
     staging, store = _store(settings)
@@ -131,7 +128,6 @@ def run_replay(
     print(
         f"staged {staged} rows of {letter.tp.field} offset {letter.offset}"
         + ("" if keep else f"; dead letter {entry} removed"),
-        file=out,
     )
     return 0
 
