@@ -274,9 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(one_line(args.command, exc), file=sys.stderr)
         return EXIT_FAILURE
     except StopRequested as stop:
-        print(
-            f"ticdc-sink {args.command}: stopped ({signal.strsignal(stop.signum)})", file=sys.stderr
-        )
+        name = signal.Signals(stop.signum).name
+        print(f"ticdc-sink {args.command}: stopped ({name})", file=sys.stderr)
         return EXIT_SIGNALLED + stop.signum
     except KeyboardInterrupt:
         print(f"ticdc-sink {args.command}: interrupted", file=sys.stderr)
