@@ -46,6 +46,8 @@ def lag_seconds(checkpoint_seconds: float, now: float) -> float:
 
 def record_checkpoint(pipeline: str, checkpoint: int) -> None:
     """The applied resolved ts, and the lag computed from it at each scrape."""
+    if not checkpoint:
+        return  # nothing applied yet: no time to measure the lag from
     seconds = tso_seconds(checkpoint)
     CHECKPOINT.labels(pipeline).set(seconds)
     LAG.labels(pipeline).set_function(lambda: lag_seconds(seconds, time.time()))

@@ -2,7 +2,7 @@ import time
 
 from prometheus_client import REGISTRY
 
-from spark_sink.metrics import lag_seconds, record_batch
+from spark_sink.metrics import lag_seconds, record_batch, record_checkpoint
 from streams.tso import TSO_PHYSICAL_SHIFT
 
 
@@ -29,3 +29,8 @@ def test_the_lag_is_computed_when_scraped_so_it_grows_while_stalled() -> None:
 def test_the_lag_is_never_negative() -> None:
     assert lag_seconds(100.0, now=99.0) == 0.0
     assert lag_seconds(100.0, now=103.5) == 3.5
+
+
+def test_no_lag_is_exported_before_anything_is_applied() -> None:
+    record_checkpoint("fresh", 0)
+    assert _sample("ticdc_sink_replication_lag_seconds", "fresh") is None
