@@ -601,12 +601,20 @@ def run_worker(settings: Settings) -> int:
 
     serve_metrics(settings)
     app = build_app(settings)
+    _check_topics(settings)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
     worker = Worker(app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
     worker.spinner = None
     worker.execute_from_commandline()
     return 0
+
+
+def _check_topics(settings: Settings) -> None:
+    """A topic that does not exist stops the worker at start with one line (ConfigError), not a
+    crash inside Faust; while Kafka or Redis is unreachable, the worker's own task retries."""
+    with contextlib.suppress(KafkaError, redis.RedisError, OSError):
+        asyncio.run(_record_partition_counts(settings, _staging(settings)))
 
 
 def _use_event_loop(loop: EventLoop) -> None:

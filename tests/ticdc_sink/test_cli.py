@@ -112,3 +112,17 @@ def test_a_one_shot_command_stopped_by_sigterm_says_so_in_one_line(tmp_path: Pat
     _, err = process.communicate(timeout=30)
     assert process.returncode == 128 + signal.SIGTERM
     assert err == "ticdc-sink decode: stopped (SIGTERM)\n"
+
+
+@pytest.mark.integration
+async def test_a_worker_on_a_topic_that_does_not_exist_stops_with_one_line(
+    kafka_admin: object, unique: str, redis_client: object
+) -> None:
+    result = _run(
+        "worker", TICDC_SINK_TOPICS=unique, TICDC_SINK_GROUP=unique, TICDC_SINK_WEB_PORT="0"
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ticdc-sink worker: TICDC_SINK_TOPICS: topic {unique!r} not found"
+    )
+    assert "Traceback" not in result.stderr
