@@ -75,10 +75,12 @@ class DeadLetters:
 
     def entries(self, limit: int | None = None, after: str = "-") -> list[DeadLetter]:
         """The oldest ``limit`` entries (all by default) from ``after`` on."""
-        return [_letter(i, f) for i, f in self.client.xrange(self.key, after, "+", count=limit)]
+        # redis-py types stream replies loosely: each entry is (id, {field: value}) in bytes.
+        found: list[Any] = self.client.xrange(self.key, after, "+", count=limit)  # type: ignore[assignment]
+        return [_letter(name, fields) for name, fields in found]
 
     def get(self, entry: str) -> DeadLetter | None:
-        found = self.client.xrange(self.key, entry, entry)
+        found: list[Any] = self.client.xrange(self.key, entry, entry)  # type: ignore[assignment]
         return _letter(*found[0]) if found else None
 
     def delete(self, entries: list[str]) -> int:
