@@ -112,8 +112,10 @@ async def test_a_worker_stops_on_a_signal_and_logs_progress_with_utc_times(
     assert f"[{unique}] ticdc_sink.worker: staged 0 rows in " in text
 
 
-def test_a_sink_releases_its_lease_on_sigterm_and_logs_json(
-    settings: Settings, unique: str, tmp_path: Path, redis_client: Any, cleanup: None
+# SIGINT too: PySpark's context installs a SIGINT handler of its own that the sink takes back.
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_sink_releases_its_lease_on_a_signal_and_logs_json(
+    settings: Settings, unique: str, tmp_path: Path, redis_client: Any, cleanup: None, signum: int
 ) -> None:
     log = tmp_path / "sink.log"
     sink = _spawn("apply", unique, log, TICDC_SINK_LOG_FORMAT="json")
@@ -123,7 +125,7 @@ def test_a_sink_releases_its_lease_on_sigterm_and_logs_json(
         sink.kill()
         raise
     assert redis_client.exists(f"tcs:{{{unique}}}:sink-leader")
-    text = _stopped_cleanly(sink, log, signal.SIGTERM)
+    text = _stopped_cleanly(sink, log, signum)
     # Released at once: a standby takes over now, not after the lease's term.
     assert not redis_client.exists(f"tcs:{{{unique}}}:sink-leader")
     ours = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]
