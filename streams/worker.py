@@ -108,6 +108,7 @@ class MessageStager:
         staging: Staging,
         codec: Codec,
         on_error: OnError,
+        *,
         dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX_ENTRIES,
     ) -> None:
         self.staging = staging
@@ -347,7 +348,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         staging,
         codec_for(settings.protocol, schemas),
         settings.on_error,
-        settings.dead_letter_max_entries,
+        dead_letter_max=settings.dead_letter_max_entries,
     )
     progress = Progress()
 
