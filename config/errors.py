@@ -11,6 +11,23 @@ class TicdcSinkError(Exception):
     """Base of every error raised on purpose by ticdc-sink."""
 
 
+def one_line(command: str, error: BaseException) -> str:
+    """How a process reports the error that stops it: one line, ``ticdc-sink <command>: ...``
+    (a supervisor's log shows each line on its own; a message's own line breaks become "; ")."""
+    text = "; ".join(part.strip() for part in str(error).splitlines() if part.strip())
+    return f"ticdc-sink {command}: {text or type(error).__name__}"
+
+
+class StopRequested(BaseException):
+    """SIGTERM or SIGINT arrived: unwind (``finally`` blocks run) and exit without a traceback.
+
+    A BaseException, so that ``except Exception`` on the way up does not swallow it."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by signal {signum}")
+
+
 class ConfigError(TicdcSinkError):
     """A setting is missing or has a value that is not allowed."""
 

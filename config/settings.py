@@ -58,9 +58,16 @@ DEFAULT_CLAIM_CHECK_STORAGE = ""
 _CLAIM_CHECK_SCHEMES = ("file", "s3")
 # An S3 URI may carry its secret key as TiCDC's URIs do; it never prints.
 _SECRET_KEY = re.compile(r"(secret-access-key=)[^&]*")
+# Where /metrics and the worker's status page listen: loopback unless the operator opens them.
+DEFAULT_METRICS_HOST = "127.0.0.1"
+# How often a worker logs its progress line: a stall shows within a minute.
+DEFAULT_PROGRESS_INTERVAL_S = 30.0
+# Dead letters kept in Redis: a flood of bad messages must not fill Redis (oldest trimmed first).
+DEFAULT_DEAD_LETTER_MAX_ENTRIES = 10_000
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
+_HOST = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,253}$")
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
 
 
@@ -87,6 +94,22 @@ class EventLoop(StrEnum):
     # libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
     UVLOOP = "uvloop"
     ASYNCIO = "asyncio"
+
+
+class LogLevel(StrEnum):
+    """The least severe log records a process writes."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+class LogFormat(StrEnum):
+    """How log records are written: one text line, or one JSON object a line."""
+
+    TEXT = "text"
+    JSON = "json"
 
 
 class Downstream(BaseModel):
@@ -149,6 +172,11 @@ class Settings(BaseModel):
     web_port: int = Field(default=DEFAULT_WEB_PORT, ge=0, le=65535)
     session_timeout: float = Field(default=DEFAULT_SESSION_TIMEOUT_S, ge=6.0, le=300.0)
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str = DEFAULT_METRICS_HOST
+    log_level: LogLevel = LogLevel.INFO
+    log_format: LogFormat = LogFormat.TEXT
+    dead_letter_max_entries: int = Field(default=DEFAULT_DEAD_LETTER_MAX_ENTRIES, ge=1)
+    progress_interval: float = Field(default=DEFAULT_PROGRESS_INTERVAL_S, ge=1.0, le=3600.0)
     routes: str = ""
     skip_tables: str = ""
     claim_check_storage: str = Field(
@@ -199,6 +227,18 @@ class Settings(BaseModel):
             raise ValueError("must be 1-64 letters, digits, '_', '$' or '-'")
         return value
 
+    @field_validator("metrics_host")
+    @classmethod
+    def _check_host(cls, value: str) -> str:
+        if not _HOST.match(value):
+            raise ValueError("must be a host name or an IP address (0.0.0.0: every interface)")
+        return value
+
+    @field_validator("log_level", "log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
     @field_validator("redis_url")
     @classmethod
     def _check_redis(cls, value: str) -> str:
@@ -241,9 +281,7 @@ class Settings(BaseModel):
                 value = ",".join(value)
             elif value is None:
                 value = ""
-            elif name == "claim_check_storage":
-                value = _SECRET_KEY.sub(r"\1***", value)
-            shown[ENV_PREFIX + name.upper()] = str(value)
+            shown[ENV_PREFIX + name.upper()] = str(mask_secrets(name, str(value)))
         return shown
 
 
@@ -289,10 +327,29 @@ def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
         if field not in Settings.model_fields:
             lines.append(f"unknown setting {field!r}; known: {', '.join(Settings.model_fields)}")
             continue
-        shown = "***" if field in ("downstream", "upstream") else repr(values.get(field))
+        shown = repr(mask_secrets(field, values.get(field)))
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "enum":
             allowed = error.get("ctx", {}).get("expected", "")
             message = f"must be one of {allowed}"
         lines.append(f"{env_name(field)}={shown}: {message}")
-    return "invalid settings:\n  " + "\n  ".join(lines)
+    # One line: a start-up failure is read in a process supervisor's log, line by line.
+    return "invalid settings: " + "; ".join(lines)
+
+
+def mask_secrets(field: str, value: Any) -> Any:
+    """``value`` as an error may show it: the password of an address and an S3 URI's secret key
+    masked."""
+    if not isinstance(value, str):
+        return value
+    if field in _ADDRESSES:
+        return _URL_PASSWORD.sub(r"\1***@", value)
+    if field == "claim_check_storage":
+        return _SECRET_KEY.sub(r"\1***", value)
+    return value
+
+
+# Settings that are addresses and may carry a password.
+_ADDRESSES = ("downstream", "upstream", "redis_url")
+# The password part of a URL (``scheme://user:password@``).
+_URL_PASSWORD = re.compile(r"^([a-z]+://[^:/@]*:)[^@]*@")

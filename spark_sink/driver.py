@@ -7,22 +7,27 @@ barrier), apply each batch with its checkpoint atomically, run each DDL once, th
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Iterator
 
 import redis
 
 from config.errors import StagingLostError
 from config.settings import Settings
+from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.downstream import execute_ddl, with_retries
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
-from spark_sink.metrics import record_batch
+from spark_sink.metrics import record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent
 from streams.staging import Staging
+from streams.tso import describe_tso, tso_age
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -90,8 +95,14 @@ class Sink:
         merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
         self.applied_rows += merged
         elapsed = time.perf_counter() - started
-        record_batch(self.settings.group, batch.changes, merged, elapsed, batch.upto)
-        log.info("applied %d changes up to %d in %.3f s", batch.changes, batch.upto, elapsed)
+        record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
+        log.info(
+            "applied %d changes in %.3f s; resolved ts %s, %.1f s behind",
+            batch.changes,
+            elapsed,
+            describe_tso(batch.upto),
+            tso_age(batch.upto),
+        )
 
     def _ddl(self, ddl: DDLEvent, applied_ddl_ts: int) -> None:
         if ddl.commit_ts <= applied_ddl_ts:
@@ -127,40 +138,68 @@ def _acquire(lock: LeaderLock) -> bool:
 
 
 def run_sink(settings: Settings, once: bool = False) -> int:
-    """Lead the pipeline (or wait as standby until it can) and apply until stopped."""
+    """Lead the pipeline (or wait as standby until it can) and apply until stopped.
+
+    SIGTERM or SIGINT lets the batch in progress finish, releases the lease (a standby takes
+    over at once rather than after the lease's term) and returns 0."""
     from spark_sink.routing import Router
 
+    stop = stop_on_signals()
     serve_metrics(settings)
     client = redis.Redis.from_url(settings.redis_url)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.key("sink-leader"))
     applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
-    applier.spark()
-    while not _acquire(lock):
+    with _unless_stopping(stop, "starting Spark"):
+        applier.spark()
+    # PySpark's context takes SIGINT for itself (it cancels jobs and raises): take it back.
+    stop_on_signals(stop)
+    while not stop.is_set() and not _acquire(lock):
         log.info("another sink leads pipeline %s; standing by", settings.group)
-        time.sleep(lock.lease_ms / 3000)
+        stop.wait(lock.lease_ms / 3000)
+    if stop.is_set():
+        log.info("stopped before leading pipeline %s", settings.group)
+        return 0
     lost = lock.keep_alive()
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
         last = None
-        while True:
+        while not stop.is_set():
             try:
-                applied = sink.run_once()
+                with _unless_stopping(stop, "applying a batch (it is applied again)"):
+                    applied = sink.run_once()
             except (redis.ConnectionError, redis.TimeoutError) as error:
                 # Nothing is trimmed before its commit, so the next round redoes what is left.
                 log.warning("Redis unavailable (%s); retrying", error)
-                time.sleep(REDIS_RETRY_S)
+                stop.wait(REDIS_RETRY_S)
                 continue
             if lost.is_set():
                 # A newer leader exists; the epoch check already refused any late commit.
                 log.error("lost the leader lease; stopping")
                 return 1
+            if applied != last:
+                record_checkpoint(settings.group, applied)
             if once:
                 return 0
             if applied == last:
-                time.sleep(IDLE_SLEEP_S)
+                stop.wait(IDLE_SLEEP_S)
             last = applied
     finally:
         lock.release()
+    log.info("stopped; released the lease of pipeline %s", settings.group)
+    return 0
+
+
+@contextlib.contextmanager
+def _unless_stopping(stop: threading.Event, what: str) -> Iterator[None]:
+    """Errors while a stop signal is being handled end the process quietly: a supervisor
+    stopping the process group stops Spark's JVM too, which fails the step in progress."""
+    try:
+        yield
+    except Exception as error:
+        if not stop.is_set():
+            raise
+        log.warning("stopped while %s: %s", what, error)
+        raise SystemExit(0) from None

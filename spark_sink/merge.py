@@ -177,7 +177,9 @@ class Applier:
         if self._spark is None:
             from spark_sink.session import build_spark
 
-            factory = self._spark_factory or (lambda: build_spark(self.settings.spark_master))
+            factory = self._spark_factory or (
+                lambda: build_spark(self.settings.spark_master, pipeline=self.settings.group)
+            )
             self._spark = factory()
         return self._spark
 

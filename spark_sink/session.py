@@ -16,21 +16,28 @@ JDBC_DRIVER = "org.mariadb.jdbc.Driver"
 # Spark's default of 200 shuffle partitions is far too many for micro-batches on a few cores.
 SHUFFLE_PARTITIONS = 4
 _UTC_JAVA_OPTIONS = "-Duser.timezone=UTC"
+# The JVM's logging: WARN and above, in the sink's own line format (Spark's default is INFO).
+LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-def build_spark(master: str, app_name: str = "ticdc-sink") -> SparkSession:
-    """A Spark session on ``master`` whose JVM, SQL session and JDBC all run in UTC."""
+def build_spark(master: str, app_name: str = "ticdc-sink", pipeline: str = "-") -> SparkSession:
+    """A Spark session on ``master`` whose JVM, SQL session and JDBC all run in UTC, and whose
+    JVM logs WARN and above only, its lines naming ``pipeline``."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("TZ", "UTC")
+    java_options = (
+        f"{_UTC_JAVA_OPTIONS} -Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} "
+        f"-Dticdc.pipeline={pipeline}"
+    )
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.jars", MARIADB_JDBC_JAR)
         .config("spark.driver.extraClassPath", MARIADB_JDBC_JAR)
         .config("spark.executor.extraClassPath", MARIADB_JDBC_JAR)
-        .config("spark.driver.extraJavaOptions", _UTC_JAVA_OPTIONS)
-        .config("spark.executor.extraJavaOptions", _UTC_JAVA_OPTIONS)
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.enabled", "false")

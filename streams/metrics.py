@@ -1,13 +1,17 @@
-"""Prometheus metrics of the workers (served when ``TICDC_SINK_METRICS_PORT`` is set)."""
+"""Prometheus metrics of the workers (served when ``TICDC_SINK_METRICS_PORT`` is set).
+
+Names follow Prometheus conventions: counters end in ``_total``, points in time are
+``_timestamp_seconds`` (Unix seconds, the physical part of a TSO).
+"""
 
 from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, start_http_server
 
 from config.settings import Settings
+from streams.tso import TSO_PHYSICAL_SHIFT, tso_seconds
 
-# TSOs carry physical milliseconds above 18 logical bits.
-TSO_PHYSICAL_SHIFT = 18
+__all__ = ["TSO_PHYSICAL_SHIFT", "serve_metrics", "tso_seconds"]
 
 EVENTS_DECODED = Counter(
     "ticdc_sink_events_decoded_total", "Events decoded, by kind", ["pipeline", "kind"]
@@ -16,24 +20,25 @@ ROWS_STAGED = Counter("ticdc_sink_rows_staged_total", "Row changes staged in Red
 DEAD_LETTERS = Counter(
     "ticdc_sink_dead_letters_total", "Messages that did not decode", ["pipeline"]
 )
+DEAD_LETTERS_TRIMMED = Counter(
+    "ticdc_sink_dead_letters_trimmed_total",
+    "Oldest dead letters deleted to keep TICDC_SINK_DEAD_LETTER_MAX_ENTRIES",
+    ["pipeline"],
+)
 PARTITION_WATERMARK = Gauge(
-    "ticdc_sink_partition_watermark_seconds",
-    "A partition's resolved ts (physical part, Unix seconds)",
+    "ticdc_sink_partition_watermark_timestamp_seconds",
+    "Physical time of a partition's resolved ts (Unix seconds)",
     ["pipeline", "topic", "partition"],
 )
 GLOBAL_RESOLVED = Gauge(
-    "ticdc_sink_global_resolved_ts_seconds",
-    "The minimum watermark over all partitions (physical part, Unix seconds)",
+    "ticdc_sink_global_resolved_timestamp_seconds",
+    "Physical time of the minimum watermark over all partitions (Unix seconds)",
     ["pipeline"],
 )
 
 
-def tso_seconds(ts: int) -> float:
-    """The physical time of a TSO, for dashboards only (the pipeline never uses floats for ts)."""
-    return (ts >> TSO_PHYSICAL_SHIFT) / 1000.0
-
-
 def serve_metrics(settings: Settings) -> None:
-    """Serve ``/metrics`` on 127.0.0.1 when ``TICDC_SINK_METRICS_PORT`` is set (0: off)."""
+    """Serve ``/metrics`` on ``TICDC_SINK_METRICS_HOST`` when ``TICDC_SINK_METRICS_PORT`` is
+    set (0: off)."""
     if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr="127.0.0.1")
+        start_http_server(settings.metrics_port, addr=settings.metrics_host)

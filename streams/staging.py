@@ -390,12 +390,8 @@ class Staging:
         self, entry: bytes, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
     ) -> None:
         """Stage a held message's rows now that it decodes, and let its partition move on."""
-        members = [row_member(ts, offset, i, body) for i, (ts, body) in enumerate(pack_rows(rows))]
         pipe = self.client.pipeline()
-        if members:
-            pipe.zadd(self.rows_key(tp), dict.fromkeys(members, 0))
-            pipe.hincrby(self.key("staged"), "rows", len(members))
-            pipe.hincrby(self.key("staged"), "bytes", sum(map(len, members)))
+        self._stage_rows(pipe, tp, offset, rows)
         pipe.lrem(self.key("held"), 1, entry)
         pipe.execute()
         remaining = [h[5] for h in self.held() if h[1] == tp]
@@ -403,6 +399,25 @@ class Staging:
             self.client.hset(self.key("held-ts"), tp.field, ts_hex(min(remaining)))
         else:
             self.client.hdel(self.key("held-ts"), tp.field)
+
+    def stage_late(self, tp: TopicPartition, offset: int, rows: Sequence[RowChange]) -> int:
+        """Stage the rows of a message behind its partition's staged offset (a dead letter
+        replayed once fixed); returns how many. The sink releases them only while its
+        checkpoint is below their commit ts: the caller checks."""
+        pipe = self.client.pipeline()
+        staged = self._stage_rows(pipe, tp, offset, rows)
+        pipe.execute()
+        return staged
+
+    def _stage_rows(
+        self, pipe: Any, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
+    ) -> int:
+        members = [row_member(ts, offset, i, body) for i, (ts, body) in enumerate(pack_rows(rows))]
+        if members:
+            pipe.zadd(self.rows_key(tp), dict.fromkeys(members, 0))
+            pipe.hincrby(self.key("staged"), "rows", len(members))
+            pipe.hincrby(self.key("staged"), "bytes", sum(map(len, members)))
+        return len(members)
 
     # --- watermarks --------------------------------------------------------------------------
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from config.settings import Settings
 from streams.staging import Staging, TopicPartition
+from streams.tso import describe_tso, tso_fields
 
 
 async def kafka_offsets(
@@ -42,8 +44,11 @@ def snapshot(
     committed: dict[TopicPartition, int | None],
     ends: dict[TopicPartition, int],
     checkpoint_ts: int | None,
+    now: float | None = None,
 ) -> dict[str, Any]:
-    """The status document (the ``--json`` form); pure over what was read."""
+    """The status document (the ``--json`` form): every TSO with its UTC time and age at
+    ``now`` (default: the clock), Kafka lag in messages."""
+    now = time.time() if now is None else now
     marks = staging.watermarks()
     rows = []
     for tp, mark in marks.items():
@@ -55,11 +60,12 @@ def snapshot(
                 "partition": tp.partition,
                 "owner": None,
                 "watermark": mark,
+                "watermark_time": tso_fields(mark, now)["time"],
                 "staged_rows": staging.client.zcard(staging.rows_key(tp)),
                 "staged_offset": staging.staged_offset(tp),
                 "committed_offset": done,
                 "high_watermark": end,
-                "lag": None if end is None else end - (done or 0),
+                "lag_messages": None if end is None else end - (done or 0),
             }
         )
     resolved = staging.global_resolved_ts()
@@ -67,10 +73,17 @@ def snapshot(
     unknown = [tp for tp, mark in marks.items() if mark is None]
     blocking = unknown or [tp for tp, mark in marks.items() if mark == resolved]
     staged_rows, staged_bytes = staging.staged_totals()
+    resolved_at = tso_fields(resolved, now)
+    checkpoint_at = tso_fields(checkpoint_ts, now)
     return {
         "pipeline": staging.pipeline,
         "global_resolved_ts": resolved,
+        "global_resolved_time": resolved_at["time"],
+        "global_resolved_age_seconds": resolved_at["age_seconds"],
         "checkpoint_ts": checkpoint_ts,
+        "checkpoint_time": checkpoint_at["time"],
+        # How far the downstream is behind the clock (grows while nothing is applied).
+        "replication_lag_seconds": checkpoint_at["age_seconds"],
         "blocking_partitions": [tp.field for tp in blocking],
         "staged_rows": staged_rows,
         "staged_bytes": staged_bytes,
@@ -79,22 +92,27 @@ def snapshot(
     }
 
 
-def render(document: dict[str, Any]) -> str:
-    """The human form of a status document."""
+def render(document: dict[str, Any], now: float | None = None) -> str:
+    """The human form of a status document (ages as of ``now``, default: the clock)."""
+    checkpoint = document["checkpoint_ts"]
     lines = [
-        f"pipeline {document['pipeline']}: global resolved ts {document['global_resolved_ts']}, "
-        f"checkpoint ts {document['checkpoint_ts']}",
-        f"staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
+        f"pipeline {document['pipeline']}",
+        f"  global resolved ts  {describe_tso(document['global_resolved_ts'], now)}",
+        "  checkpoint ts       "
+        + ("none recorded yet" if checkpoint is None else describe_tso(checkpoint, now)),
+        f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
-        f"blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
-        "{:24} {:>20} {:>8} {:>10} {:>10} {:>8}".format(
-            "partition", "watermark", "staged", "committed", "end", "lag"
+        f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
+        "{:24} {:>24} {:>8} {:>10} {:>10} {:>14}".format(
+            "partition", "watermark (UTC)", "staged", "committed", "end", "lag (messages)"
         ),
     ]
     for row in document["partitions"]:
         name = f"{row['topic']}:{row['partition']}"
+        mark = row["watermark_time"] or "-"
         lines.append(
-            f"{name:24} {row['watermark']!s:>20} {row['staged_rows']:>8} "
-            f"{row['committed_offset']!s:>10} {row['high_watermark']!s:>10} {row['lag']!s:>8}"
+            f"{name:24} {mark:>24} {row['staged_rows']:>8} "
+            f"{row['committed_offset']!s:>10} {row['high_watermark']!s:>10} "
+            f"{row['lag_messages']!s:>14}"
         )
     return "\n".join(lines)

@@ -22,12 +22,21 @@ import redis
 from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError, DecodeError
-from config.settings import DEFAULT_WEB_PORT, EventLoop, OnError, Protocol, Settings
+from config.settings import (
+    DEFAULT_DEAD_LETTER_MAX_ENTRIES,
+    DEFAULT_WEB_PORT,
+    EventLoop,
+    OnError,
+    Protocol,
+    Settings,
+)
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
+from streams.dead_letters import DeadLetters
 from streams.large_messages import LargeMessages
 from streams.metrics import (
     DEAD_LETTERS,
+    DEAD_LETTERS_TRIMMED,
     EVENTS_DECODED,
     GLOBAL_RESOLVED,
     PARTITION_WATERMARK,
@@ -37,6 +46,7 @@ from streams.metrics import (
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
 from streams.packed import pack_rows
+from streams.progress import Progress
 from streams.resp import CommandBatch
 from streams.schema_store import RedisSchemaStore
 from streams.staging import FramedMessage, StagedMessage, Staging, TopicPartition, frame_packed
@@ -87,6 +97,8 @@ class PreparedBatch:
     commands: CommandBatch
     # Whether it carries schemas (DDL, BOOTSTRAP) that held messages may be waiting for.
     schemas_changed: bool
+    # Dead letters it adds (the stream is trimmed to its cap once they are in).
+    dead_letters: int = 0
 
 
 class MessageStager:
@@ -98,6 +110,8 @@ class MessageStager:
         codec: Codec,
         on_error: OnError,
         large_messages: LargeMessages | None = None,
+        *,
+        dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX_ENTRIES,
     ) -> None:
         self.staging = staging
         self.codec = codec
@@ -105,6 +119,11 @@ class MessageStager:
         # Claim checks and handle-key-only rows are made whole before staging.
         self.large_messages = large_messages or LargeMessages()
         self.dead_letters = 0
+        self._dead_letter_store = DeadLetters(staging)
+        self._dead_letter_max = dead_letter_max
+        # Totals for the progress line (replays and dead letters not counted).
+        self.rows_staged = 0
+        self.messages_staged = 0
         self._schemas_changed = False
         self._last_staged: dict[TopicPartition, int] = {}
         # Labelled once: a labels() lookup per message costs more than the increment.
@@ -160,13 +179,15 @@ class MessageStager:
         """The commands staging ``records`` (``framed``: their :meth:`decode`)."""
         commands = CommandBatch()
         self._schemas_changed = False
+        dead_before = self.dead_letters
         by_partition: dict[TopicPartition, list[StagedMessage | FramedMessage]] = {}
         for record, frame in zip(records, framed, strict=True):
             by_partition.setdefault(record[0], []).append(self._stage(record, frame, commands))
         for tp, messages in by_partition.items():
             self.staging.stage_messages(tp, messages, commands)
             self._last_staged[tp] = messages[-1].offset
-        return PreparedBatch(commands, self._schemas_changed)
+        self.messages_staged += len(records)
+        return PreparedBatch(commands, self._schemas_changed, self.dead_letters - dead_before)
 
     def send(self, batch: PreparedBatch) -> None:
         """Run a prepared batch's round trip (from any thread). If it fails, the caller calls
@@ -177,6 +198,9 @@ class MessageStager:
         """After a batch is sent: stage the held messages its schemas may have unblocked."""
         if batch.schemas_changed and self.staging.client.llen(self.staging.key("held")):
             self.retry_held()
+        if batch.dead_letters:
+            trimmed = self._dead_letter_store.trim(self._dead_letter_max)
+            DEAD_LETTERS_TRIMMED.labels(self.staging.pipeline).inc(trimmed)
 
     def staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
         """The last staged offset of each partition in ``records``. Redis is asked only for a
@@ -244,6 +268,7 @@ class MessageStager:
         return StagedMessage(offset, pack_rows(rows), ddls, max(marks) if marks else None)
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
+        self.rows_staged += rows
         self._rows_decoded.inc(rows)
         self._rows_staged.inc(rows)
         if marks:
@@ -267,23 +292,7 @@ class MessageStager:
         self.dead_letters += 1
         DEAD_LETTERS.labels(self.staging.pipeline).inc()
         log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
-        commands.command(
-            "XADD",
-            self.staging.key("deadletters"),
-            "*",
-            "topic",
-            tp.topic,
-            "partition",
-            tp.partition,
-            "offset",
-            offset,
-            "key",
-            key or b"",
-            "value",
-            value or b"",
-            "error",
-            str(error),
-        )
+        self._dead_letter_store.add(commands, tp, offset, key, value, str(error))
 
 
 async def _record_partition_counts(settings: Settings, staging: Staging) -> None:
@@ -327,8 +336,8 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         datadir=str(Path(tempfile.gettempdir()) / f"ticdc-sink-faust-{settings.group}"),
         web_enabled=settings.web_port != 0,
         web_port=settings.web_port or DEFAULT_WEB_PORT,
-        web_bind="127.0.0.1",
-        web_host="127.0.0.1",
+        web_bind=settings.metrics_host,
+        web_host=settings.metrics_host,
     )
     app.transport = ChunkTransport(app.conf.broker_consumer, app)
     if settings.protocol is Protocol.CANAL_JSON:
@@ -344,7 +353,9 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         codec_for(settings.protocol, schemas),
         settings.on_error,
         LargeMessages.from_settings(settings),
+        dead_letter_max=settings.dead_letter_max_entries,
     )
+    progress = Progress()
 
     @app.on_partitions_revoked.connect
     async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:
@@ -366,6 +377,14 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             resolved = staging.global_resolved_ts()
             if resolved is not None:
                 GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
+
+    @app.timer(interval=settings.progress_interval)
+    async def report_progress() -> None:
+        with _skip_tick_without_redis("reporting progress"):
+            resolved = staging.global_resolved_ts()
+            assigned = len(app.consumer.assignment())
+            line = progress.line(stager.rows_staged, stager.messages_staged, assigned, resolved)
+            log.info("%s", line)
 
     @app.timer(interval=HELD_RETRY_S)
     async def retry_held() -> None:
@@ -588,8 +607,20 @@ def run_worker(settings: Settings) -> int:
 
     serve_metrics(settings)
     app = build_app(settings)
-    Worker(app, loglevel="info", quiet=True).execute_from_commandline()
+    _check_topics(settings)
+    # Logging is configured already (config/logs.py): Faust's records take the same form.
+    worker = Worker(app, quiet=True, override_logging=False)
+    # Faust's start-up spinner writes terminal escape codes into the log: none.
+    worker.spinner = None
+    worker.execute_from_commandline()
     return 0
+
+
+def _check_topics(settings: Settings) -> None:
+    """A topic that does not exist stops the worker at start with one line (ConfigError), not a
+    crash inside Faust; while Kafka or Redis is unreachable, the worker's own task retries."""
+    with contextlib.suppress(KafkaError, redis.RedisError, OSError):
+        asyncio.run(_record_partition_counts(settings, _staging(settings)))
 
 
 def _use_event_loop(loop: EventLoop) -> None:

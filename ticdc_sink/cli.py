@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import Any, NoReturn
 
-from config.errors import ConfigError, TicdcSinkError
+from config.errors import ConfigError, StopRequested, TicdcSinkError, one_line
+from config.logs import configure_logging
 from config.settings import Protocol, Settings, load_settings
+from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__
 
-# Exit codes: 2 is argparse's and the decoder's "bad input"; 1 is any other failure.
+# Exit codes: 2 is argparse's and the decoder's "bad input" (a bad argument or setting too); 1 is
+# any other failure; a command stopped by a signal exits 128 + its number, as shells report it.
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
+EXIT_SIGNALLED = 128
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -51,25 +58,24 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import asyncio
+    from ticdc_sink.status_command import run_status
 
-    import orjson
-    import redis
+    return run_status(settings_from(args), as_json=args.json)
 
-    from spark_sink.downstream import applied_resolved_ts
-    from streams.staging import Staging
-    from streams.status import kafka_offsets, render, snapshot
+
+def _deadletters(args: argparse.Namespace) -> int:
+    from ticdc_sink import deadletters_command as command
 
     settings = settings_from(args)
-    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
-    committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
-    # None until the sink has recorded a checkpoint downstream.
-    checkpoint = applied_resolved_ts(settings) or None
-    document = snapshot(staging, committed, ends, checkpoint_ts=checkpoint)
-    print(orjson.dumps(document).decode() if args.json else render(document))
-    if not document["partitions"] and not args.json:
-        print("no partitions known yet: a worker records them from Kafka's metadata at start")
-    return 0
+    if args.action == "list":
+        return command.run_list(settings, args.limit)
+    if args.action == "show":
+        return command.run_show(settings, args.id)
+    if args.action == "export":
+        return command.run_export(settings, args.output)
+    if args.action == "replay":
+        return command.run_replay(settings, args.id, args.key, args.value, args.keep)
+    return command.run_purge(settings, args.ids, args.yes)
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -81,7 +87,7 @@ def _apply(args: argparse.Namespace) -> int:
 def _recover(args: argparse.Namespace) -> int:
     from ticdc_sink.recover import run_recover
 
-    return run_recover(settings_from(args))
+    return run_recover(settings_from(args), dry_run=args.dry_run, assume_yes=args.yes)
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -120,15 +126,24 @@ def _verify(args: argparse.Namespace) -> int:
     return 0 if ok else EXIT_FAILURE
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported in one line (and a pointer to ``--help``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ticdc-sink",
         description="Replicate TiDB changes from TiCDC's Kafka topics into MySQL-compatible "
         "databases. Settings come from --config and TICDC_SINK_* variables (env wins).",
     )
     parser.add_argument("--version", action="version", version=f"ticdc-sink {__version__}")
     parser.add_argument("--config", metavar="PATH", help="TOML settings file")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
 
     services = commands.add_parser("services", help="install, start and stop local services")
     services.add_argument("action", choices=["up", "down", "status"])
@@ -159,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     recover = commands.add_parser(
         "recover", help="after Redis lost its data: replay Kafka from the downstream checkpoint"
     )
+    recover.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="show what would be rewound and cleared, change nothing",
+    )
+    recover.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     recover.set_defaults(handler=_recover)
 
     produce = commands.add_parser("produce", help="write a seeded TiCDC-like stream to Kafka")
@@ -180,25 +201,85 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.set_defaults(handler=_status)
 
+    _add_deadletters(commands)
+
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)
+
+    for command in commands.choices.values():
+        # --config after the subcommand too; SUPPRESS keeps one given before it from being reset.
+        command.add_argument(
+            "--config", metavar="PATH", default=argparse.SUPPRESS, help="TOML settings file"
+        )
     return parser
 
 
+def _add_deadletters(commands: Any) -> None:
+    from ticdc_sink.deadletters_command import DEFAULT_LIST_LIMIT
+
+    deadletters = commands.add_parser(
+        "deadletters", help="list, show, export, replay or purge the dead letters"
+    )
+    deadletters.set_defaults(handler=_deadletters)
+    actions = deadletters.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="the oldest dead letters, one a line")
+    listing.add_argument("--limit", type=int, default=DEFAULT_LIST_LIMIT, help="how many")
+    show = actions.add_parser("show", help="one dead letter in full")
+    show.add_argument("id", help="its stream id (see list)")
+    export = actions.add_parser("export", help="every dead letter as JSON lines (base64 bytes)")
+    export.add_argument("--output", default="-", metavar="FILE", help="file (default: stdout)")
+    replay = actions.add_parser(
+        "replay", help="decode a dead letter again (fixed from files) and stage its rows"
+    )
+    replay.add_argument("id", help="its stream id (see list)")
+    replay.add_argument("--key", metavar="FILE", help="the fixed Kafka key")
+    replay.add_argument("--value", metavar="FILE", help="the fixed Kafka value")
+    replay.add_argument("--keep", action="store_true", help="keep the dead letter once staged")
+    purge = actions.add_parser("purge", help="delete dead letters (all, after confirmation)")
+    purge.add_argument("ids", nargs="*", metavar="ID", help="only these")
+    purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    for action in actions.choices.values():
+        action.add_argument(
+            "--config", metavar="PATH", default=argparse.SUPPRESS, help="TOML settings file"
+        )
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
-    """The settings for this invocation (``--config`` plus the environment)."""
-    return load_settings(args.config)
+    """The settings for this invocation (``--config`` plus the environment); logging from
+    then on is in their level and format, each record naming the pipeline."""
+    settings = load_settings(args.config)
+    configure_logging(settings.log_level, settings.log_format, settings.group)
+    return settings
+
+
+def _stop_requested(signum: int, _: FrameType | None) -> None:
+    raise StopRequested(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = build_parser().parse_args(argv)
     handler: Handler = args.handler
+    configure_logging()
+    # Unwind on SIGTERM as on Ctrl-C (``finally`` blocks stop children, release what is held);
+    # the long-running commands (worker, apply) install handlers of their own over these.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop_requested)
     try:
         return handler(args)
+    except ConfigError as exc:
+        print(one_line(args.command, exc), file=sys.stderr)
+        return EXIT_BAD_INPUT
     except TicdcSinkError as exc:
-        print(f"ticdc-sink {args.command}: {exc}", file=sys.stderr)
+        print(one_line(args.command, exc), file=sys.stderr)
         return EXIT_FAILURE
+    except StopRequested as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"ticdc-sink {args.command}: stopped ({name})", file=sys.stderr)
+        return EXIT_SIGNALLED + stop.signum
+    except KeyboardInterrupt:
+        print(f"ticdc-sink {args.command}: interrupted", file=sys.stderr)
+        return EXIT_SIGNALLED + signal.SIGINT
 
 
 if __name__ == "__main__":

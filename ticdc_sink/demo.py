@@ -20,6 +20,7 @@ import redis
 from config.settings import Settings
 from spark_sink.downstream import CheckpointWatch
 from streams.staging import Staging
+from streams.tso import tso_millis, tso_time
 from ticdc_sink.produce import run_produce
 from ticdc_sink.verify import verify
 
@@ -27,7 +28,6 @@ DEMO_PARTITIONS = 4
 DEMO_TRANSACTIONS = 800
 # How long the demo waits for the pipeline to catch up before it gives up.
 DEMO_TIMEOUT_S = 300
-TSO_PHYSICAL_SHIFT = 18
 
 
 def run_demo(settings: Settings) -> int:
@@ -69,11 +69,12 @@ def run_demo(settings: Settings) -> int:
             time.sleep(0.5)
             checkpoint = watch.applied_resolved_ts()
             resolved = staging.global_resolved_ts() or 0
-            behind_ms = max(0, (resolved - checkpoint) >> TSO_PHYSICAL_SHIFT) if checkpoint else 0
+            behind_ms = max(0, tso_millis(resolved) - tso_millis(checkpoint)) if checkpoint else 0
             staged, _ = staging.staged_totals()
+            applied = tso_time(checkpoint) if checkpoint else "-"
             print(
                 f"\r{time.monotonic() - started:6.1f} s  staged {staged:7d} rows  "
-                f"resolved {resolved}  applied {checkpoint}  behind {behind_ms / 1000:8.1f} s",
+                f"applied up to {applied:24}  behind resolved {behind_ms / 1000:8.1f} s",
                 end="",
                 flush=True,
             )

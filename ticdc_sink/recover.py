@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from dataclasses import dataclass
 
 import redis
@@ -18,6 +19,7 @@ from config.errors import ConfigError, StagingError
 from config.settings import Settings
 from spark_sink.downstream import CheckpointTable, connect
 from streams.staging import Staging
+from streams.tso import describe_tso
 
 log = logging.getLogger("ticdc_sink.recover")
 
@@ -29,17 +31,25 @@ KEPT_KEYS = ("deadletters",)
 class Rewind:
     """Where one partition's replay starts, and what Kafka's retention already deleted."""
 
-    field: str
+    topic: str
+    partition: int
     offset: int
     earliest: int
+
+    @property
+    def field(self) -> str:
+        return f"{self.topic}:{self.partition}"
 
     @property
     def lost_to_retention(self) -> bool:
         return self.offset < self.earliest
 
 
-def run_recover(settings: Settings) -> int:
-    """Rewind the workers' consumer group to the checkpoint's replay offsets and reset staging."""
+def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = False) -> int:
+    """Rewind the workers' consumer group to the checkpoint's replay offsets and reset staging.
+
+    ``dry_run`` shows what would change and changes nothing; otherwise the operator confirms
+    (``assume_yes``, or a prompt on a terminal)."""
     if not settings.topics:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics the workers consume")
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
@@ -47,16 +57,12 @@ def run_recover(settings: Settings) -> int:
         table.create(cursor)
         checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
-    rewinds = asyncio.run(_rewind_group(settings, offsets))
+    rewinds = asyncio.run(_plan_rewind(settings, offsets))
     client = redis.Redis.from_url(settings.redis_url)
     staging = Staging(client, settings.group)
-    cleared = _clear_staging(staging)
-    if checkpoint is not None:
-        # The next sink must lead with a newer epoch than the one the checkpoint recorded.
-        client.set(staging.key("sink-leader:epoch"), checkpoint.epoch)
-    staging.mark_lineage()
-    at = f"checkpoint ts {checkpoint.resolved_ts}" if checkpoint else "no checkpoint yet"
-    print(f"pipeline {settings.group}: {at}; cleared {cleared} staging keys")
+    doomed = _staging_keys(staging)
+    at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
+    print(f"pipeline {settings.group}: {at}")
     for rewind in rewinds:
         print(f"  {rewind.field}: replay from offset {rewind.offset}")
         if rewind.lost_to_retention:
@@ -64,15 +70,43 @@ def run_recover(settings: Settings) -> int:
                 f"  WARNING {rewind.field}: offsets {rewind.offset}..{rewind.earliest - 1} were "
                 "deleted by Kafka's retention; their changes cannot be replayed"
             )
+    print(f"  staging keys to clear: {len(doomed)} (the dead letters are kept)")
+    if dry_run:
+        print("dry run: nothing changed")
+        return 0
+    if not _confirmed(settings.group, assume_yes):
+        print("nothing changed")
+        return 1
+    asyncio.run(_commit_offsets(settings, rewinds))
+    if doomed:
+        client.delete(*doomed)
+    if checkpoint is not None:
+        # The next sink must lead with a newer epoch than the one the checkpoint recorded.
+        client.set(staging.key("sink-leader:epoch"), checkpoint.epoch)
+    staging.mark_lineage()
+    print(f"rewound the consumer group; cleared {len(doomed)} staging keys")
     print("start the workers and the sink again to replay")
     return 0
 
 
-async def _rewind_group(settings: Settings, offsets: dict[str, int]) -> list[Rewind]:
+def _confirmed(pipeline: str, assume_yes: bool) -> bool:
+    """Whether the operator agrees to rewind and clear (``--yes``, or "y" at a prompt)."""
+    if assume_yes:
+        return True
+    if not sys.stdin.isatty():
+        raise ConfigError(
+            f"recover rewinds and clears pipeline {pipeline!r}: pass --yes to confirm "
+            "(stdin is not a terminal), or --dry-run to only look"
+        )
+    answer = input(f"rewind the consumer group and clear the staging of {pipeline}? [y/N] ")
+    return answer.strip().lower() in {"y", "yes"}
+
+
+async def _plan_rewind(settings: Settings, offsets: dict[str, int]) -> list[Rewind]:
+    """Where each partition's replay starts; refuses while a worker is in the group."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.structs import OffsetAndMetadata
 
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
     await admin.start()
@@ -93,25 +127,36 @@ async def _rewind_group(settings: Settings, offsets: dict[str, int]) -> list[Rew
                 targets[KafkaTP(topic["topic"], partition["partition"])] = offsets.get(field, 0)
     finally:
         await admin.close()
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka)
+    await consumer.start()
+    try:
+        earliest = await consumer.beginning_offsets(list(targets))
+    finally:
+        await consumer.stop()
+    return [
+        Rewind(tp.topic, tp.partition, offset, earliest[tp])
+        for tp, offset in sorted(targets.items())
+    ]
+
+
+async def _commit_offsets(settings: Settings, rewinds: list[Rewind]) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as KafkaTP
+    from aiokafka.structs import OffsetAndMetadata
+
+    targets = {KafkaTP(r.topic, r.partition): r.offset for r in rewinds}
     consumer = AIOKafkaConsumer(
         bootstrap_servers=settings.kafka, group_id=settings.group, enable_auto_commit=False
     )
     await consumer.start()
     try:
         consumer.assign(list(targets))
-        earliest = await consumer.beginning_offsets(list(targets))
         await consumer.commit({tp: OffsetAndMetadata(offset, "") for tp, offset in targets.items()})
     finally:
         await consumer.stop()
-    return [
-        Rewind(f"{tp.topic}:{tp.partition}", offset, earliest[tp])
-        for tp, offset in sorted(targets.items())
-    ]
 
 
-def _clear_staging(staging: Staging) -> int:
+def _staging_keys(staging: Staging) -> list[bytes]:
+    """The pipeline's staging keys a recovery deletes (all but :data:`KEPT_KEYS`)."""
     kept = {staging.key(name).encode() for name in KEPT_KEYS}
-    doomed = [k for k in staging.client.scan_iter(f"{staging.prefix}*") if k not in kept]
-    if doomed:
-        staging.client.delete(*doomed)
-    return len(doomed)
+    return [k for k in staging.client.scan_iter(f"{staging.prefix}*") if k not in kept]

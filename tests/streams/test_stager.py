@@ -95,7 +95,9 @@ def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> Non
     )
     assert sample("ticdc_sink_rows_staged_total") == 3
     assert sample("ticdc_sink_dead_letters_total") == 1
-    watermark = sample("ticdc_sink_partition_watermark_seconds", topic="topic", partition="0")
+    watermark = sample(
+        "ticdc_sink_partition_watermark_timestamp_seconds", topic="topic", partition="0"
+    )
     assert watermark == (TS + 10 >> 18) / 1000
 
 

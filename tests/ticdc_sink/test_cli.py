@@ -1,5 +1,13 @@
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
+from config.settings import Settings
 from ticdc_sink import __version__
 from ticdc_sink.cli import main
 
@@ -27,3 +35,94 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         main(["nonsense"])
     assert exited.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The command as a user runs it: its own process, stdin not a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--config", "{path}", "verify", "--expected", "{path}.absent"],
+        ["verify", "--config", "{path}", "--expected", "{path}.absent"],
+        ["verify", "--expected", "{path}.absent", "--config={path}"],
+    ],
+)
+def test_config_is_accepted_anywhere_on_the_command_line(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "sink.toml"
+    path.write_text('group = "from-file"\n')
+    seen: list[Settings] = []
+    monkeypatch.setattr("ticdc_sink.verify.verify", lambda s, _: (seen.append(s), (True, []))[1])
+    assert main([part.format(path=path) for part in argv]) == 0
+    assert seen[0].group == "from-file"
+
+
+def test_a_bad_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["produce", "--partitions", "many"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "ticdc-sink produce: argument --partitions: invalid int value: 'many'" in err
+
+
+def test_a_bad_setting_is_one_line_naming_it_with_the_password_masked() -> None:
+    result = _run(
+        "status",
+        TICDC_SINK_REDIS_URL="http://user:hunter2@redis:6379/0",
+        TICDC_SINK_SESSION_TIMEOUT="2",
+    )
+    assert result.returncode == 2
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("ticdc-sink status: invalid settings: ")
+    assert "TICDC_SINK_REDIS_URL='http://user:***@redis:6379/0'" in line
+    assert "TICDC_SINK_SESSION_TIMEOUT='2'" in line
+    assert "hunter2" not in line and "Traceback" not in result.stderr
+
+
+def test_a_missing_config_file_is_one_line() -> None:
+    result = _run("worker", "--config", "/nonexistent/sink.toml")
+    assert result.returncode == 2
+    assert result.stderr == "ticdc-sink worker: --config /nonexistent/sink.toml: no such file\n"
+
+
+def test_a_one_shot_command_stopped_by_sigterm_says_so_in_one_line(tmp_path: Path) -> None:
+    # `decode` from a pipe that never ends: it waits on stdin until stopped.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ticdc_sink", "decode", "--protocol", "open"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(2)
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert err == "ticdc-sink decode: stopped (SIGTERM)\n"
+
+
+@pytest.mark.integration
+async def test_a_worker_on_a_topic_that_does_not_exist_stops_with_one_line(
+    kafka_admin: object, unique: str, redis_client: object
+) -> None:
+    result = _run(
+        "worker", TICDC_SINK_TOPICS=unique, TICDC_SINK_GROUP=unique, TICDC_SINK_WEB_PORT="0"
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"ticdc-sink worker: TICDC_SINK_TOPICS: topic {unique!r} not found"
+    )
+    assert "Traceback" not in result.stderr

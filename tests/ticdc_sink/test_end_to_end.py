@@ -313,7 +313,7 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
         assert refused.returncode == 1, refused.stderr
         assert "ticdc-sink recover" in refused.stderr
         _stop(worker)
-        recovered = _run("recover", env=env)
+        recovered = _run("recover", "--yes", env=env)
         assert recovered.returncode == 0, recovered.stderr
         assert "replay from offset" in recovered.stdout
         worker, sink = _spawn("worker", env), _spawn("apply", env)

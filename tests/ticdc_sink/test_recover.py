@@ -1,0 +1,81 @@
+"""`ticdc-sink recover`: --dry-run changes nothing; without --yes and a terminal it refuses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+
+
+@pytest.fixture
+async def topic(kafka_admin: Any, unique: str) -> Any:
+    from aiokafka.admin import NewTopic
+
+    await kafka_admin.create_topics([NewTopic(unique, PARTITIONS, 1)])
+    yield unique
+    await kafka_admin.delete_topics([unique])
+
+
+@pytest.fixture
+def cleanup(unique: str, redis_client: Any, mariadb_connect: Any) -> Any:
+    yield
+    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+        redis_client.delete(key)
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+def _recover(unique: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "recover", *args],
+        env={
+            **os.environ,
+            "TICDC_SINK_GROUP": unique,
+            "TICDC_SINK_TOPICS": unique,
+            "TICDC_SINK_META_DB": f"{unique}_meta",
+        },
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+async def _committed(kafka_admin: Any, group: str) -> dict[Any, Any]:
+    return dict(await kafka_admin.list_consumer_group_offsets(group))
+
+
+async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
+    topic: str, unique: str, redis_client: Any, kafka_admin: Any, cleanup: None
+) -> None:
+    redis_client.set(f"tcs:{{{unique}}}:watermarks", "partial")
+    redis_client.xadd(f"tcs:{{{unique}}}:deadletters", {"topic": topic})
+    dry = _recover(unique, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"{topic}:0: replay from offset 0" in dry.stdout
+    assert "staging keys to clear: 1 (the dead letters are kept)" in dry.stdout
+    assert dry.stdout.rstrip().endswith("dry run: nothing changed")
+    assert redis_client.exists(f"tcs:{{{unique}}}:watermarks")
+    assert await _committed(kafka_admin, unique) == {}
+
+    refused = _recover(unique)
+    assert refused.returncode == 2
+    assert refused.stderr.splitlines() == [
+        f"ticdc-sink recover: recover rewinds and clears pipeline {unique!r}: pass --yes to "
+        "confirm (stdin is not a terminal), or --dry-run to only look"
+    ]
+    assert redis_client.exists(f"tcs:{{{unique}}}:watermarks")
+
+    done = _recover(unique, "--yes")
+    assert done.returncode == 0, done.stderr
+    assert not redis_client.exists(f"tcs:{{{unique}}}:watermarks")
+    assert redis_client.xlen(f"tcs:{{{unique}}}:deadletters") == 1
+    committed = await _committed(kafka_admin, unique)
+    assert {tp.partition: meta.offset for tp, meta in committed.items()} == {0: 0, 1: 0}

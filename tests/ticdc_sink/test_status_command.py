@@ -1,0 +1,62 @@
+"""`ticdc-sink status` as users run it, against the real Redis and MariaDB."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import orjson
+import pytest
+
+from config.settings import Settings
+from spark_sink.downstream import CheckpointTable
+
+pytestmark = pytest.mark.integration
+
+TS = 1_712_799_072_265 << 18
+
+
+def _status(unique: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "status", *args],
+        env={
+            **os.environ,
+            "TICDC_SINK_GROUP": unique,
+            "TICDC_SINK_META_DB": f"{unique}_meta",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_an_unreadable_downstream_is_an_error_not_a_blank(unique: str, redis_client: Any) -> None:
+    result = _status(unique, TICDC_SINK_DOWNSTREAM="mysql://app:hunter2@127.0.0.1:1/")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("ticdc-sink status: cannot read the checkpoint of pipeline")
+    assert "mysql://app:***@127.0.0.1:1/" in line and "hunter2" not in line
+
+
+def test_the_checkpoint_shows_with_its_time_and_lag(
+    settings: Settings, unique: str, redis_client: Any, mariadb_connect: Any
+) -> None:
+    assert orjson.loads(_status(unique, "--json").stdout)["checkpoint_ts"] is None
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        table = CheckpointTable(f"{unique}_meta", unique)
+        table.create(cursor)
+        table.advance(cursor, TS, 1, {})
+    try:
+        document = orjson.loads(_status(unique, "--json").stdout)
+        assert document["checkpoint_ts"] == TS
+        assert document["checkpoint_time"] == "2024-04-11T01:31:12.265Z"
+        assert document["replication_lag_seconds"] > 86400
+        text = _status(unique).stdout
+        assert f"checkpoint ts       {TS} (2024-04-11T01:31:12.265Z, " in text
+    finally:
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")

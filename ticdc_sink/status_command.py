@@ -1,0 +1,47 @@
+"""`ticdc-sink status`: the status document of ``streams/status.py`` plus the downstream
+checkpoint, printed for people or as JSON; an unreadable downstream is an error, not a blank."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pymysql
+import redis
+
+from config.errors import ServiceError
+from config.settings import Settings
+from spark_sink.downstream import CheckpointTable, connect
+from streams.staging import Staging
+from streams.status import kafka_offsets, render, snapshot
+
+# MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
+NOT_YET_CREATED = frozenset({1049, 1146})
+
+
+def read_checkpoint(settings: Settings) -> int | None:
+    """The applied resolved ts downstream; None until the sink has recorded one. Raises
+    :class:`ServiceError` when the downstream cannot be read."""
+    try:
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+    except pymysql.MySQLError as error:
+        if error.args and error.args[0] in NOT_YET_CREATED:
+            return None
+        raise ServiceError(
+            f"cannot read the checkpoint of pipeline {settings.group!r} from the downstream "
+            f"{settings.downstream} (TICDC_SINK_DOWNSTREAM, meta database "
+            f"{settings.meta_db!r}): {error}"
+        ) from error
+    return found.resolved_ts if found else None
+
+
+def run_status(settings: Settings, as_json: bool) -> int:
+    """Print the pipeline's status; exit code 0, or an error when a store cannot be read."""
+    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
+    document = snapshot(staging, committed, ends, checkpoint_ts=read_checkpoint(settings))
+    print(orjson.dumps(document).decode() if as_json else render(document))
+    if not document["partitions"] and not as_json:
+        print("no partitions known yet: a worker records them from Kafka's metadata at start")
+    return 0
