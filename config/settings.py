@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from config.errors import ConfigError
@@ -50,6 +51,19 @@ DEFAULT_SPARK_MIN_ROWS = 50_000
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.
 DEFAULT_WEB_PORT = 6066
+
+# What every secret prints as: in logs, --help, status, errors and metrics.
+MASK = "***"
+# Secret settings: each can also come from a file named by <VARIABLE>_FILE (container secrets).
+SECRET_FIELDS = (
+    "kafka_sasl_password",
+    "kafka_ssl_key_password",
+    "redis_password",
+    "downstream_password",
+)
+FILE_SUFFIX = "_FILE"
+# Query parameters of TICDC_SINK_DOWNSTREAM, spelled as TiCDC's sink-uri and MySQL's client do.
+DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -81,8 +95,64 @@ class EventLoop(StrEnum):
     ASYNCIO = "asyncio"
 
 
+class KafkaSecurity(StrEnum):
+    """Kafka's security.protocol: how clients reach the brokers."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def tls(self) -> bool:
+        return self in {KafkaSecurity.SSL, KafkaSecurity.SASL_SSL}
+
+    @property
+    def sasl(self) -> bool:
+        return self in {KafkaSecurity.SASL_PLAINTEXT, KafkaSecurity.SASL_SSL}
+
+
+class SaslMechanism(StrEnum):
+    """The SASL mechanisms a Kafka client may log in with."""
+
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class SslMode(StrEnum):
+    """MySQL's ssl-mode: how far the downstream connection's TLS goes."""
+
+    DISABLED = "disabled"
+    # TLS when the server offers it, unverified; plaintext otherwise (MySQL's default).
+    PREFERRED = "preferred"
+    REQUIRED = "required"
+    VERIFY_CA = "verify-ca"
+    VERIFY_IDENTITY = "verify-identity"
+
+    @property
+    def verifies(self) -> bool:
+        return self in {SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY}
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+
+
+def shown_secret(secret: SecretStr) -> str:
+    """How a secret setting prints: ``***`` when set, empty when not."""
+    return MASK if secret.get_secret_value() else ""
+
+
 class Downstream(BaseModel):
-    """A parsed ``mysql://user:password@host:port/`` address; the password never prints."""
+    """A parsed ``mysql://user:password@host:port/?ssl-mode=...`` address; the password never
+    prints. ``ssl_mode`` None means MySQL's default: verify-ca with a CA file, else preferred."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -90,6 +160,10 @@ class Downstream(BaseModel):
     password: SecretStr
     host: str
     port: int
+    ssl_mode: SslMode | None = None
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
 
     @classmethod
     def parse(cls, url: str) -> Downstream:
@@ -107,15 +181,74 @@ class Downstream(BaseModel):
             password=SecretStr(unquote(parts.password or "")),
             host=parts.hostname,
             port=port,
+            **_downstream_parameters(parts.query),
         )
 
-    def __str__(self) -> str:
-        secret = ":***" if self.password.get_secret_value() else ""
-        return f"mysql://{self.user}{secret}@{self.host}:{self.port}/"
+    @property
+    def effective_ssl_mode(self) -> SslMode:
+        if self.ssl_mode is not None:
+            return self.ssl_mode
+        return SslMode.VERIFY_CA if self.ssl_ca else SslMode.PREFERRED
 
-    def jdbc_url(self) -> str:
+    def __str__(self) -> str:
+        secret = ":" + MASK if self.password.get_secret_value() else ""
+        query = "&".join(
+            f"{name}={quote(str(value), safe='/')}"
+            for name, value in zip(
+                DOWNSTREAM_PARAMETERS,
+                (self.ssl_mode or "", self.ssl_ca, self.ssl_cert, self.ssl_key),
+                strict=True,
+            )
+            if value
+        )
+        return f"mysql://{self.user}{secret}@{self.host}:{self.port}/" + (
+            f"?{query}" if query else ""
+        )
+
+    def check_tls(self) -> None:
+        """Refuse TLS files a mode would not use, and a key without its certificate."""
+        mode = self.effective_ssl_mode
+        if mode in {SslMode.DISABLED, SslMode.PREFERRED}:
+            given = [n for n, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)) if v]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} need ssl-mode=required, verify-ca or verify-identity "
+                    f"(ssl-mode={mode} would not use them)"
+                )
+        if bool(self.ssl_cert) != bool(self.ssl_key):
+            raise ValueError("ssl-cert and ssl-key go together (a client certificate and its key)")
+        for name, path in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)):
+            if path and not Path(path).is_file():
+                raise ValueError(f"{name}={path}: no such file")
+        if self.ssl_key and not Path(self.ssl_key).is_file():
+            raise ValueError(f"ssl-key={self.ssl_key}: no such file")
+
+    def jdbc_url(self, database: str = "") -> str:
         """The JDBC address; `mysql:`, since the `mariadb:` scheme makes Spark quote with `"`."""
-        return f"jdbc:mysql://{self.host}:{self.port}/"
+        return f"jdbc:mysql://{self.host}:{self.port}/{database}"
+
+
+def _downstream_parameters(query: str) -> dict[str, Any]:
+    """The TLS fields of a downstream URL's query; any other parameter is an error."""
+    fields: dict[str, Any] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in DOWNSTREAM_PARAMETERS:
+            raise ValueError(
+                f"unknown parameter {name!r} (known: {', '.join(DOWNSTREAM_PARAMETERS)})"
+            )
+        field = name.replace("-", "_")
+        if field in fields:
+            raise ValueError(f"parameter {name!r} is given twice")
+        if name == "ssl-mode":
+            try:
+                fields[field] = SslMode(value.lower())
+            except ValueError:
+                raise ValueError(
+                    f"ssl-mode={value!r} must be one of {', '.join(m.value for m in SslMode)}"
+                ) from None
+        else:
+            fields[field] = value
+    return fields
 
 
 class Settings(BaseModel):
@@ -124,11 +257,29 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kafka: str = DEFAULT_KAFKA
+    kafka_security_protocol: KafkaSecurity = KafkaSecurity.PLAINTEXT
+    kafka_sasl_mechanism: SaslMechanism = SaslMechanism.PLAIN
+    kafka_sasl_username: str = ""
+    kafka_sasl_password: SecretStr = SecretStr("")
+    kafka_ssl_ca: str = ""
+    kafka_ssl_cert: str = ""
+    kafka_ssl_key: str = ""
+    kafka_ssl_key_password: SecretStr = SecretStr("")
+    kafka_ssl_check_hostname: bool = True
     topics: tuple[str, ...] = ()
     protocol: Protocol = Protocol.OPEN
     group: str = DEFAULT_GROUP
     redis_url: str = DEFAULT_REDIS_URL
+    redis_password: SecretStr = SecretStr("")
+    redis_ssl_ca: str = ""
+    redis_ssl_cert: str = ""
+    redis_ssl_key: str = ""
     downstream: Downstream = Field(default_factory=lambda: Downstream.parse(DEFAULT_DOWNSTREAM))
+    downstream_password: SecretStr = SecretStr("")
+    downstream_ssl_mode: SslMode | None = None
+    downstream_ssl_ca: str = ""
+    downstream_ssl_cert: str = ""
+    downstream_ssl_key: str = ""
     spark_master: str = DEFAULT_SPARK_MASTER
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
@@ -193,6 +344,33 @@ class Settings(BaseModel):
             raise ValueError("must be local[*], local[N], spark://..., yarn or k8s://...")
         return value
 
+    @field_validator("downstream_ssl_mode", mode="before")
+    @classmethod
+    def _lower_ssl_mode(cls, value: Any) -> Any:
+        return value.lower() or None if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Settings:
+        """Fold the downstream_* settings into the address, then check each TLS family whole."""
+        overrides = {
+            "password": self.downstream_password if _given(self.downstream_password) else None,
+            "ssl_mode": self.downstream_ssl_mode,
+            "ssl_ca": self.downstream_ssl_ca,
+            "ssl_cert": self.downstream_ssl_cert,
+            "ssl_key": self.downstream_ssl_key,
+        }
+        update = {k: v for k, v in overrides.items() if v}
+        if update:
+            # Frozen model: the merged address replaces the parsed one once, while validating.
+            object.__setattr__(self, "downstream", self.downstream.model_copy(update=update))
+        try:
+            self.downstream.check_tls()
+        except ValueError as exc:
+            raise ValueError(f"{env_name('downstream')}: {exc}") from None
+        _check_kafka_security(self)
+        _check_redis_tls(self)
+        return self
+
     def describe(self) -> dict[str, str]:
         """Every setting as the text a log or ``--help`` may show (secrets masked)."""
         shown: dict[str, str] = {}
@@ -200,8 +378,60 @@ class Settings(BaseModel):
             value = getattr(self, name)
             if isinstance(value, tuple):
                 value = ",".join(value)
-            shown[ENV_PREFIX + name.upper()] = str(value)
+            elif isinstance(value, SecretStr):
+                value = shown_secret(value)
+            elif name == "redis_url":
+                value = mask_url(value)
+            shown[ENV_PREFIX + name.upper()] = "" if value is None else str(value)
         return shown
+
+
+def _given(secret: SecretStr) -> bool:
+    return bool(secret.get_secret_value())
+
+
+def _pair(cert: str, key: str) -> str:
+    return f"{env_name(cert)} and {env_name(key)} go together (a client certificate and its key)"
+
+
+def _check_files(settings: Settings, *fields: str) -> None:
+    for field in fields:
+        path = getattr(settings, field)
+        if path and not Path(path).is_file():
+            raise ValueError(f"{env_name(field)}={path}: no such file")
+
+
+def _check_kafka_security(settings: Settings) -> None:
+    protocol = settings.kafka_security_protocol
+    tls_fields = ("kafka_ssl_ca", "kafka_ssl_cert", "kafka_ssl_key")
+    if not protocol.tls:
+        given = [env_name(f) for f in tls_fields if getattr(settings, f)]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} need {env_name('kafka_security_protocol')}=SSL or SASL_SSL "
+                f"(it is {protocol})"
+            )
+    if protocol.sasl and not (
+        settings.kafka_sasl_username and _given(settings.kafka_sasl_password)
+    ):
+        raise ValueError(
+            f"{env_name('kafka_security_protocol')}={protocol} needs "
+            f"{env_name('kafka_sasl_username')} and {env_name('kafka_sasl_password')} "
+            f"(or {env_name('kafka_sasl_password')}{FILE_SUFFIX})"
+        )
+    if bool(settings.kafka_ssl_cert) != bool(settings.kafka_ssl_key):
+        raise ValueError(_pair("kafka_ssl_cert", "kafka_ssl_key"))
+    _check_files(settings, *tls_fields)
+
+
+def _check_redis_tls(settings: Settings) -> None:
+    tls_fields = ("redis_ssl_ca", "redis_ssl_cert", "redis_ssl_key")
+    given = [env_name(f) for f in tls_fields if getattr(settings, f)]
+    if given and urlsplit(settings.redis_url).scheme != "rediss":
+        raise ValueError(f"{', '.join(given)} need a rediss:// {env_name('redis_url')}")
+    if bool(settings.redis_ssl_cert) != bool(settings.redis_ssl_key):
+        raise ValueError(_pair("redis_ssl_cert", "redis_ssl_key"))
+    _check_files(settings, *tls_fields)
 
 
 def env_name(field: str) -> str:
@@ -233,20 +463,50 @@ def load_settings(
     for name in Settings.model_fields:
         if env_name(name) in environ:
             values[name] = environ[env_name(name)]
+    for name in SECRET_FIELDS:
+        file_key = name + FILE_SUFFIX.lower()
+        secret_file = environ.get(env_name(file_key), values.pop(file_key, None))
+        if secret_file is not None:
+            if env_name(name) in environ or name in values:
+                raise ConfigError(
+                    f"{env_name(name)} and {env_name(file_key)} are both set: keep one"
+                )
+            values[name] = read_secret_file(env_name(file_key), str(secret_file))
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, values)) from None
 
 
+def read_secret_file(variable: str, path: str) -> str:
+    """A secret from a file (a container secret), without its trailing newline."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A raw setting's value as an error may quote it: secrets masked, URL passwords masked."""
+    if field in SECRET_FIELDS:
+        return MASK
+    if field in {"downstream", "redis_url"} and isinstance(value, str):
+        return repr(mask_url(value))
+    return repr(value)
+
+
 def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
     lines = []
     for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "?"
+        if not error["loc"]:
+            # A check across settings: its message names them.
+            lines.append(error["msg"].removeprefix("Value error, "))
+            continue
+        field = str(error["loc"][0])
         if field not in Settings.model_fields:
             lines.append(f"unknown setting {field!r}; known: {', '.join(Settings.model_fields)}")
             continue
-        shown = "***" if field == "downstream" else repr(values.get(field))
+        shown = shown_value(field, values.get(field))
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "enum":
             allowed = error.get("ctx", {}).get("expected", "")

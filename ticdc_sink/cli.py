@@ -54,14 +54,14 @@ def _status(args: argparse.Namespace) -> int:
     import asyncio
 
     import orjson
-    import redis
 
     from spark_sink.downstream import applied_resolved_ts
+    from streams.redis_client import redis_client
     from streams.staging import Staging
     from streams.status import kafka_offsets, render, snapshot
 
     settings = settings_from(args)
-    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    staging = Staging(redis_client(settings), settings.group)
     committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
     # None until the sink has recorded a checkpoint downstream.
     checkpoint = applied_resolved_ts(settings) or None

@@ -12,11 +12,11 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-import redis
-
 from config.errors import ConfigError, StagingError
 from config.settings import Settings
 from spark_sink.downstream import CheckpointTable, connect
+from streams.kafka_client import kafka_options
+from streams.redis_client import redis_client
 from streams.staging import Staging
 
 log = logging.getLogger("ticdc_sink.recover")
@@ -48,7 +48,7 @@ def run_recover(settings: Settings) -> int:
         checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_rewind_group(settings, offsets))
-    client = redis.Redis.from_url(settings.redis_url)
+    client = redis_client(settings)
     staging = Staging(client, settings.group)
     cleared = _clear_staging(staging)
     if checkpoint is not None:
@@ -74,7 +74,7 @@ async def _rewind_group(settings: Settings, offsets: dict[str, int]) -> list[Rew
     from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.structs import OffsetAndMetadata
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         (described,) = await admin.describe_consumer_groups([settings.group])
@@ -94,7 +94,7 @@ async def _rewind_group(settings: Settings, offsets: dict[str, int]) -> list[Rew
     finally:
         await admin.close()
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka, group_id=settings.group, enable_auto_commit=False
+        **kafka_options(settings, group_id=settings.group, enable_auto_commit=False)
     )
     await consumer.start()
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from streams.kafka_client import kafka_options
 from ticdc_sink.services import all_services
 from ticdc_sink.services.base import ServiceState
 
@@ -31,7 +32,7 @@ async def test_kafka_consumer_group_round_trip(
     described = await kafka_admin.describe_topics([unique])
     assert len(described[0]["partitions"]) == 4
 
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka, enable_idempotence=True)
+    producer = AIOKafkaProducer(**kafka_options(settings, enable_idempotence=True))
     await producer.start()
     try:
         for i in range(40):
@@ -42,7 +43,7 @@ async def test_kafka_consumer_group_round_trip(
 
     consumer = AIOKafkaConsumer(
         unique,
-        bootstrap_servers=settings.kafka,
+        **kafka_options(settings),
         group_id=unique,
         auto_offset_reset="earliest",
         enable_auto_commit=False,

@@ -1,0 +1,39 @@
+"""The Redis client of every process, from the settings: URL, ACL password, TLS files."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+
+from config.settings import Settings
+
+
+def redis_url_without_password(url: str) -> str:
+    """``url`` without its password: TICDC_SINK_REDIS_PASSWORD replaces it (redis-py lets the
+    URL's password win over a keyword)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=user + host))
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """A client of the staging Redis: ``rediss://`` verifies the server against
+    TICDC_SINK_REDIS_SSL_CA (the system's CAs when empty) and presents the client certificate."""
+    url = settings.redis_url
+    options: dict[str, object] = {}
+    password = settings.redis_password.get_secret_value()
+    if password:
+        url = redis_url_without_password(url)
+        options["password"] = password
+    if urlsplit(url).scheme == "rediss":
+        options["ssl_cert_reqs"] = "required"
+        if settings.redis_ssl_ca:
+            options["ssl_ca_certs"] = settings.redis_ssl_ca
+        if settings.redis_ssl_cert:
+            options["ssl_certfile"] = settings.redis_ssl_cert
+            options["ssl_keyfile"] = settings.redis_ssl_key
+    return redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
