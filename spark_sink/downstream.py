@@ -14,6 +14,8 @@ import pymysql
 
 from config.errors import ApplyError, TransientApplyError
 from config.settings import Settings
+from spark_sink.local_infile import GuardedConnection
+from spark_sink.tls import pymysql_tls
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
@@ -48,9 +50,11 @@ def table_name(schema: str, table: str) -> str:
 
 
 def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection:
-    """A connection to the downstream in UTC, with autocommit off unless asked."""
+    """A connection to the downstream in UTC, with autocommit off unless asked, TLS as the
+    ssl-mode says; LOAD DATA LOCAL sends only the file :func:`~spark_sink.local_infile.serving`
+    names."""
     downstream = settings.downstream
-    return pymysql.connect(
+    return GuardedConnection(
         host=downstream.host,
         port=downstream.port,
         user=downstream.user,
@@ -59,6 +63,7 @@ def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection
         init_command="SET time_zone = '+00:00'",
         autocommit=kwargs.pop("autocommit", False),
         max_allowed_packet=256 << 20,
+        **pymysql_tls(downstream),
         **kwargs,
     )
 

@@ -96,12 +96,7 @@ def test_spark_writes_and_reads_mariadb_over_jdbc(
 ) -> None:
     from spark_sink.session import jdbc_options
 
-    downstream = settings.downstream
-    options = jdbc_options(
-        f"jdbc:mysql://{downstream.host}:{downstream.port}/{scratch_db}",
-        downstream.user,
-        downstream.password.get_secret_value(),
-    )
+    options = jdbc_options(settings.downstream, scratch_db)
     frame = spark.createDataFrame([(i, f"row {i}") for i in range(100)], "id INT, name STRING")
     frame.write.format("jdbc").options(**options, dbtable="spark_rt").mode("overwrite").save()
 
