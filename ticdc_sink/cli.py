@@ -18,17 +18,21 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _services(args: argparse.Namespace) -> int:
-    from ticdc_sink.services import services_down, services_status, services_up
+    from ticdc_sink.services import services_down, services_status, services_up, state_dir
 
     if args.action == "up":
-        for service, state in services_up():
-            print(f"{service.name:8} {service.endpoint}  {state}")
+        for service, state in services_up(secure=args.secure):
+            print(f"{service.name:14} {service.endpoint}  {state}")
+        if args.secure:
+            from ticdc_sink.services.secure import SECURE_ENV
+
+            print(f"settings for the secured services: source {state_dir() / SECURE_ENV}")
     elif args.action == "down":
         for service, stopped in services_down():
-            print(f"{service.name:8} {'stopped' if stopped else 'not ours or not running'}")
+            print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
     else:
-        for service, state in services_status():
-            print(f"{service.name:8} {service.endpoint}  {state}")
+        for service, state in services_status(secure=args.secure):
+            print(f"{service.name:14} {service.endpoint}  {state}")
     return 0
 
 
@@ -132,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     services = commands.add_parser("services", help="install, start and stop local services")
     services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--secure",
+        action="store_true",
+        help="also TLS/SASL-secured Kafka, MariaDB and Redis (settings: <state dir>/secure.env)",
+    )
     services.set_defaults(handler=_services)
 
     decode = commands.add_parser("decode", help="print the events of one Kafka message as JSON")
