@@ -17,6 +17,29 @@ EXIT_BAD_INPUT = 2
 Handler = Callable[[argparse.Namespace], int]
 
 
+def checked_settings(
+    args: argparse.Namespace, *, kafka: bool = False, redis: bool = False, downstream: bool = False
+) -> Settings:
+    """The settings, once the services a command needs took their TLS and credentials: a
+    misconfiguration stops the command with one line naming the setting."""
+    settings = settings_from(args)
+    if kafka:
+        import asyncio
+
+        from streams.connectivity import check_kafka
+
+        asyncio.run(check_kafka(settings))
+    if redis:
+        from streams.connectivity import check_redis
+
+        check_redis(settings)
+    if downstream:
+        from spark_sink.downstream import check_downstream
+
+        check_downstream(settings)
+    return settings
+
+
 def _services(args: argparse.Namespace) -> int:
     from ticdc_sink.services import services_down, services_status, services_up, state_dir
 
@@ -45,13 +68,13 @@ def _decode(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from ticdc_sink.demo import run_demo
 
-    return run_demo(settings_from(args))
+    return run_demo(checked_settings(args, kafka=True, redis=True, downstream=True))
 
 
 def _worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
-    return run_worker(settings_from(args))
+    return run_worker(checked_settings(args, kafka=True, redis=True))
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -64,7 +87,7 @@ def _status(args: argparse.Namespace) -> int:
     from streams.staging import Staging
     from streams.status import kafka_offsets, render, snapshot
 
-    settings = settings_from(args)
+    settings = checked_settings(args, kafka=True, redis=True, downstream=True)
     staging = Staging(redis_client(settings), settings.group)
     committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
     # None until the sink has recorded a checkpoint downstream.
@@ -79,13 +102,13 @@ def _status(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from spark_sink.driver import run_sink
 
-    return run_sink(settings_from(args), once=args.once)
+    return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 
 
 def _recover(args: argparse.Namespace) -> int:
     from ticdc_sink.recover import run_recover
 
-    return run_recover(settings_from(args))
+    return run_recover(checked_settings(args, kafka=True, redis=True, downstream=True))
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -93,7 +116,7 @@ def _produce(args: argparse.Namespace) -> int:
 
     from ticdc_sink.produce import run_produce
 
-    settings = settings_from(args)
+    settings = checked_settings(args, kafka=True)
     topic = args.topic or (settings.topics[0] if settings.topics else None)
     if topic is None:
         raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
@@ -118,7 +141,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from ticdc_sink.verify import verify
 
-    ok, report = verify(settings_from(args), Path(args.expected))
+    ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
     print("\n".join(report))
     print("verify: match" if ok else "verify: MISMATCH")
     return 0 if ok else EXIT_FAILURE
