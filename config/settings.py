@@ -371,6 +371,11 @@ class Settings(BaseModel):
         _check_redis_tls(self)
         return self
 
+    def __repr_args__(self) -> Any:
+        # repr() and str() show the Redis URL with its password masked, like describe().
+        for name, value in super().__repr_args__():
+            yield name, mask_url(value) if name == "redis_url" else value
+
     def describe(self) -> dict[str, str]:
         """Every setting as the text a log or ``--help`` may show (secrets masked)."""
         shown: dict[str, str] = {}
