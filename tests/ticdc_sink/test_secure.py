@@ -312,3 +312,18 @@ def test_spark_loads_over_jdbc_with_the_client_certificate(
     finally:
         with downstream_connect(secure_settings, autocommit=True) as conn, conn.cursor() as cur:
             cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+
+
+def test_services_up_secure_runs_the_secured_services_and_writes_their_settings(
+    secure_env: dict[str, str],
+) -> None:
+    from ticdc_sink.services.base import ServiceState
+    from ticdc_sink.services.secure import secure_services
+
+    states = {service.name: service.state() for service in secure_services()}
+    assert all(state is not ServiceState.STOPPED for state in states.values()), states
+    # secure.env names password files (owner-only), never a password.
+    for name, value in secure_env.items():
+        assert "PASSWORD" not in name or name.endswith("_FILE"), name
+        if name.endswith("_FILE") or name.endswith("_KEY"):
+            assert Path(value).stat().st_mode & 0o077 == 0, name
