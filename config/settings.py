@@ -65,6 +65,10 @@ FILE_SUFFIX = "_FILE"
 # Query parameters of TICDC_SINK_DOWNSTREAM, spelled as TiCDC's sink-uri and MySQL's client do.
 DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
 
+# A text or secret setting left empty is not set (a file path, a user name, a password).
+UNSET = ""
+NO_SECRET = SecretStr(UNSET)
+
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
@@ -133,6 +137,12 @@ class SslMode(StrEnum):
     @property
     def verifies(self) -> bool:
         return self in {SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY}
+
+
+# Plaintext, as the local development broker speaks; hosted Kafka mostly wants SASL_SSL.
+DEFAULT_KAFKA_SECURITY = KafkaSecurity.PLAINTEXT
+# Kafka's own default mechanism.
+DEFAULT_SASL_MECHANISM = SaslMechanism.PLAIN
 
 
 def mask_url(url: str) -> str:
@@ -257,29 +267,41 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kafka: str = DEFAULT_KAFKA
-    kafka_security_protocol: KafkaSecurity = KafkaSecurity.PLAINTEXT
-    kafka_sasl_mechanism: SaslMechanism = SaslMechanism.PLAIN
-    kafka_sasl_username: str = ""
-    kafka_sasl_password: SecretStr = SecretStr("")
-    kafka_ssl_ca: str = ""
-    kafka_ssl_cert: str = ""
-    kafka_ssl_key: str = ""
-    kafka_ssl_key_password: SecretStr = SecretStr("")
-    kafka_ssl_check_hostname: bool = True
+    kafka_security_protocol: KafkaSecurity = Field(
+        default=DEFAULT_KAFKA_SECURITY, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field(
+        default=DEFAULT_SASL_MECHANISM, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    kafka_sasl_username: str = Field(default=UNSET, description="SASL login name")
+    kafka_sasl_password: SecretStr = Field(default=NO_SECRET, description="SASL password")
+    kafka_ssl_ca: str = Field(default=UNSET, description="CA file (PEM); unset: the system's CAs")
+    kafka_ssl_cert: str = Field(default=UNSET, description="client certificate file (PEM)")
+    kafka_ssl_key: str = Field(default=UNSET, description="the client certificate's key (PEM)")
+    kafka_ssl_key_password: SecretStr = Field(default=NO_SECRET, description="the key's passphrase")
+    kafka_ssl_check_hostname: bool = Field(
+        default=True, description="check that the broker's certificate names its host"
+    )
     topics: tuple[str, ...] = ()
     protocol: Protocol = Protocol.OPEN
     group: str = DEFAULT_GROUP
     redis_url: str = DEFAULT_REDIS_URL
-    redis_password: SecretStr = SecretStr("")
-    redis_ssl_ca: str = ""
-    redis_ssl_cert: str = ""
-    redis_ssl_key: str = ""
+    redis_password: SecretStr = Field(
+        default=NO_SECRET, description="Redis (ACL) password; replaces the URL's"
+    )
+    redis_ssl_ca: str = Field(default=UNSET, description="rediss:// CA file; unset: system CAs")
+    redis_ssl_cert: str = Field(default=UNSET, description="rediss:// client certificate file")
+    redis_ssl_key: str = Field(default=UNSET, description="rediss:// client key file")
     downstream: Downstream = Field(default_factory=lambda: Downstream.parse(DEFAULT_DOWNSTREAM))
-    downstream_password: SecretStr = SecretStr("")
-    downstream_ssl_mode: SslMode | None = None
-    downstream_ssl_ca: str = ""
-    downstream_ssl_cert: str = ""
-    downstream_ssl_key: str = ""
+    downstream_password: SecretStr = Field(
+        default=NO_SECRET, description="downstream password; replaces the URL's"
+    )
+    downstream_ssl_mode: SslMode | None = Field(
+        default=None, description="the URL's ssl-mode, as a setting (wins over the URL)"
+    )
+    downstream_ssl_ca: str = Field(default=UNSET, description="the URL's ssl-ca, as a setting")
+    downstream_ssl_cert: str = Field(default=UNSET, description="the URL's ssl-cert, as a setting")
+    downstream_ssl_key: str = Field(default=UNSET, description="the URL's ssl-key, as a setting")
     spark_master: str = DEFAULT_SPARK_MASTER
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
