@@ -30,14 +30,18 @@ def tls_problem(error: BaseException | None, ca_setting: str, ca: str, where: st
         ca_setting += " (not set: the system's CAs)"
     while error is not None:
         if isinstance(error, ssl.SSLCertVerificationError):
+            if "mismatch" in (error.verify_message or ""):
+                return (
+                    f"{ca_setting}: the certificate of {where} verifies but names another host "
+                    f"({error.verify_message}); connect by a name the certificate holds"
+                )
             return (
                 f"{ca_setting}: the certificate of {where} does not verify against it "
                 f"({error.verify_message})"
             )
         if isinstance(error, ssl.SSLError):
-            return (
-                f"{ca_setting} and the client certificate: TLS with {where} failed ({error.reason})"
-            )
+            reason = error.reason or error.strerror
+            return f"{ca_setting} and the client certificate: TLS with {where} failed ({reason})"
         error = error.__cause__ or error.__context__
     return None
 
