@@ -11,9 +11,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import secrets
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,7 @@ def jdbc_tls(downstream: Downstream) -> dict[str, str]:
 @functools.cache
 def client_keystore(cert: str, key: str) -> tuple[str, str]:
     """A PKCS12 key store holding ``cert`` (and its chain) and ``key``, in a folder only this
-    user reads, under a random password; made once per process."""
+    user reads, under a random password; made once per process, removed at its exit."""
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import (
         BestAvailableEncryption,
@@ -100,6 +102,8 @@ def client_keystore(cert: str, key: str) -> tuple[str, str]:
         BestAvailableEncryption(password.encode()),
     )
     folder = tempfile.mkdtemp(prefix="ticdc-sink-keystore-")
+    # The store lives as long as the process: its password goes with it.
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     path = Path(folder) / "client.p12"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as handle:
