@@ -36,4 +36,4 @@ def redis_client(settings: Settings) -> redis.Redis:
         if settings.redis_ssl_cert:
             options["ssl_certfile"] = settings.redis_ssl_cert
             options["ssl_keyfile"] = settings.redis_ssl_key
-    return redis.Redis.from_url(url, **options)  # type: ignore[arg-type]
+    return redis.Redis.from_url(url, **options)
