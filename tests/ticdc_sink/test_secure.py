@@ -127,9 +127,17 @@ def secure_pipeline(
     asyncio.run(drop_topic())
 
 
+# The sink loads small tables over its own PyMySQL connection (LOAD DATA LOCAL) and large ones
+# through Spark's Connector/J (a PKCS12 key store): 0 sends every table through Spark.
+@pytest.mark.parametrize("spark_min_rows", ["50000", "0"], ids=["driver-load", "spark-load"])
 def test_replicates_end_to_end_through_the_secured_services_and_never_shows_a_secret(
-    secure_pipeline: dict[str, str], secrets: list[str], unique: str, tmp_path: Path
+    secure_pipeline: dict[str, str],
+    secrets: list[str],
+    unique: str,
+    tmp_path: Path,
+    spark_min_rows: str,
 ) -> None:
+    secure_pipeline["TICDC_SINK_SPARK_MIN_ROWS"] = spark_min_rows
     expected = tmp_path / "expected.json"
     outputs: list[str] = []
     produced = _run(
