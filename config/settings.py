@@ -145,14 +145,19 @@ DEFAULT_KAFKA_SECURITY = KafkaSecurity.PLAINTEXT
 DEFAULT_SASL_MECHANISM = SaslMechanism.PLAIN
 
 
-def mask_url(url: str) -> str:
-    """``url`` with its password, if any, as ``***``."""
+def replace_url_password(url: str, password: str | None) -> str:
+    """``url`` with its password, if it has one, replaced by ``password`` (None: removed)."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    user = parts.username or ""
     host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:{MASK}@{host}"))
+    login = (parts.username or "") + ("" if password is None else f":{password}")
+    return urlunsplit(parts._replace(netloc=f"{login}@{host}" if login else host))
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***``."""
+    return replace_url_password(url, MASK)
 
 
 def shown_secret(secret: SecretStr) -> str:

@@ -2,22 +2,11 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import redis
 
-from config.settings import Settings
-
-
-def redis_url_without_password(url: str) -> str:
-    """``url`` without its password: TICDC_SINK_REDIS_PASSWORD replaces it (redis-py lets the
-    URL's password win over a keyword)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=user + host))
+from config.settings import Settings, replace_url_password
 
 
 def redis_client(settings: Settings) -> redis.Redis:
@@ -27,7 +16,8 @@ def redis_client(settings: Settings) -> redis.Redis:
     options: dict[str, object] = {}
     password = settings.redis_password.get_secret_value()
     if password:
-        url = redis_url_without_password(url)
+        # redis-py lets a password in the URL win over the keyword: the setting must win.
+        url = replace_url_password(url, None)
         options["password"] = password
     if urlsplit(url).scheme == "rediss":
         options["ssl_cert_reqs"] = "required"

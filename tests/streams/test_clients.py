@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from config.errors import ConfigError
-from config.settings import load_settings
+from config.settings import load_settings, replace_url_password
 from streams.kafka_client import faust_broker, kafka_options
-from streams.redis_client import redis_client, redis_url_without_password
+from streams.redis_client import redis_client
 from ticdc_sink.services.certificates import make_authority
 
 
@@ -81,8 +81,9 @@ def test_a_certificate_with_the_wrong_key_is_named_without_the_key(authority) ->
 
 
 def test_the_redis_password_setting_replaces_the_urls(authority) -> None:  # type: ignore[no-untyped-def]
-    assert redis_url_without_password("rediss://u:p@h:1/0") == "rediss://u@h:1/0"
-    assert redis_url_without_password("redis://:p@h:1/0") == "redis://h:1/0"
+    assert replace_url_password("rediss://u:p@h:1/0", None) == "rediss://u@h:1/0"
+    assert replace_url_password("redis://:p@h:1/0", None) == "redis://h:1/0"
+    assert replace_url_password("redis://h:1/0", None) == "redis://h:1/0"
     settings = load_settings(
         environ={
             "TICDC_SINK_REDIS_URL": "rediss://u:old@h:6380/0",
