@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml native/Cargo.toml $(wildcard native/src/*.rs)
 	touch $(STAMP)
 
 services-up: $(STAMP)
-	$(BIN)/ticdc-sink services up
+	$(BIN)/ticdc-sink services up --secure
 
 services-down: $(STAMP)
 	$(BIN)/ticdc-sink services down

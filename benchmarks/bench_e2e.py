@@ -27,12 +27,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from config.settings import Settings, load_settings
 from spark_sink.downstream import CheckpointWatch, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from ticdc_sink.produce import delete_topics, partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
@@ -89,7 +88,7 @@ def fresh(settings: Settings) -> Settings:
 
 def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[str, float]]:
     run = fresh(settings)
-    staging = Staging(redis.Redis.from_url(run.redis_url), run.group)
+    staging = Staging(redis_client(run), run.group)
     # The sink first: it leads once Spark has started, then waits for work.
     sink = spawn(run, "apply")
     while not staging.client.exists(staging.key("sink-leader")):

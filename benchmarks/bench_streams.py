@@ -23,11 +23,10 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-import redis
-
 from config.settings import load_settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.model import Resolved, RowChange
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from ticdc_sink.produce import delete_topics, send
 from ticdc_sink.workload import make_rows
@@ -112,7 +111,7 @@ def main() -> None:
     decode_rate = len(rows) / (time.perf_counter() - start)
 
     asyncio.run(send(settings, topic, PARTITIONS, messages))
-    staging = Staging(redis.Redis.from_url(settings.redis_url), topic)
+    staging = Staging(redis_client(settings), topic)
     env = {**os.environ, "TICDC_SINK_TOPICS": topic, "TICDC_SINK_GROUP": topic}
     worker = subprocess.Popen(
         [sys.executable, "-m", "ticdc_sink", "worker"],

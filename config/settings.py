@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from config.errors import ConfigError
@@ -64,6 +65,23 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_PROGRESS_INTERVAL_S = 30.0
 # Dead letters kept in Redis: a flood of bad messages must not fill Redis (oldest trimmed first).
 DEFAULT_DEAD_LETTER_MAX_ENTRIES = 10_000
+
+# What every secret prints as: in logs, --help, status, errors and metrics.
+MASK = "***"
+# Secret settings: each can also come from a file named by <VARIABLE>_FILE (container secrets).
+SECRET_FIELDS = (
+    "kafka_sasl_password",
+    "kafka_ssl_key_password",
+    "redis_password",
+    "downstream_password",
+)
+FILE_SUFFIX = "_FILE"
+# Query parameters of TICDC_SINK_DOWNSTREAM, spelled as TiCDC's sink-uri and MySQL's client do.
+DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
+
+# A text or secret setting left empty is not set (a file path, a user name, a password).
+UNSET = ""
+NO_SECRET = SecretStr(UNSET)
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -112,8 +130,75 @@ class LogFormat(StrEnum):
     JSON = "json"
 
 
+class KafkaSecurity(StrEnum):
+    """Kafka's security.protocol: how clients reach the brokers."""
+
+    PLAINTEXT = "PLAINTEXT"
+    SSL = "SSL"
+    SASL_PLAINTEXT = "SASL_PLAINTEXT"
+    SASL_SSL = "SASL_SSL"
+
+    @property
+    def tls(self) -> bool:
+        return self in {KafkaSecurity.SSL, KafkaSecurity.SASL_SSL}
+
+    @property
+    def sasl(self) -> bool:
+        return self in {KafkaSecurity.SASL_PLAINTEXT, KafkaSecurity.SASL_SSL}
+
+
+class SaslMechanism(StrEnum):
+    """The SASL mechanisms a Kafka client may log in with."""
+
+    PLAIN = "PLAIN"
+    SCRAM_SHA_256 = "SCRAM-SHA-256"
+    SCRAM_SHA_512 = "SCRAM-SHA-512"
+
+
+class SslMode(StrEnum):
+    """MySQL's ssl-mode: how far the downstream connection's TLS goes."""
+
+    DISABLED = "disabled"
+    # TLS when the server offers it, unverified; plaintext otherwise (MySQL's default).
+    PREFERRED = "preferred"
+    REQUIRED = "required"
+    VERIFY_CA = "verify-ca"
+    VERIFY_IDENTITY = "verify-identity"
+
+    @property
+    def verifies(self) -> bool:
+        return self in {SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY}
+
+
+# Plaintext, as the local development broker speaks; hosted Kafka mostly wants SASL_SSL.
+DEFAULT_KAFKA_SECURITY = KafkaSecurity.PLAINTEXT
+# Kafka's own default mechanism.
+DEFAULT_SASL_MECHANISM = SaslMechanism.PLAIN
+
+
+def replace_url_password(url: str, password: str | None) -> str:
+    """``url`` with its password, if it has one, replaced by ``password`` (None: removed)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    login = (parts.username or "") + ("" if password is None else f":{password}")
+    return urlunsplit(parts._replace(netloc=f"{login}@{host}" if login else host))
+
+
+def mask_url(url: str) -> str:
+    """``url`` with its password, if any, as ``***``."""
+    return replace_url_password(url, MASK)
+
+
+def shown_secret(secret: SecretStr) -> str:
+    """How a secret setting prints: ``***`` when set, empty when not."""
+    return MASK if secret.get_secret_value() else ""
+
+
 class Downstream(BaseModel):
-    """A parsed ``mysql://user:password@host:port/`` address; the password never prints."""
+    """A parsed ``mysql://user:password@host:port/?ssl-mode=...`` address; the password never
+    prints. ``ssl_mode`` None means MySQL's default: verify-ca with a CA file, else preferred."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -121,6 +206,10 @@ class Downstream(BaseModel):
     password: SecretStr
     host: str
     port: int
+    ssl_mode: SslMode | None = None
+    ssl_ca: str = ""
+    ssl_cert: str = ""
+    ssl_key: str = ""
 
     @classmethod
     def parse(cls, url: str) -> Downstream:
@@ -138,15 +227,74 @@ class Downstream(BaseModel):
             password=SecretStr(unquote(parts.password or "")),
             host=parts.hostname,
             port=port,
+            **_downstream_parameters(parts.query),
         )
 
-    def __str__(self) -> str:
-        secret = ":***" if self.password.get_secret_value() else ""
-        return f"mysql://{self.user}{secret}@{self.host}:{self.port}/"
+    @property
+    def effective_ssl_mode(self) -> SslMode:
+        if self.ssl_mode is not None:
+            return self.ssl_mode
+        return SslMode.VERIFY_CA if self.ssl_ca else SslMode.PREFERRED
 
-    def jdbc_url(self) -> str:
+    def __str__(self) -> str:
+        secret = ":" + MASK if self.password.get_secret_value() else ""
+        query = "&".join(
+            f"{name}={quote(str(value), safe='/')}"
+            for name, value in zip(
+                DOWNSTREAM_PARAMETERS,
+                (self.ssl_mode or "", self.ssl_ca, self.ssl_cert, self.ssl_key),
+                strict=True,
+            )
+            if value
+        )
+        return f"mysql://{self.user}{secret}@{self.host}:{self.port}/" + (
+            f"?{query}" if query else ""
+        )
+
+    def check_tls(self) -> None:
+        """Refuse TLS files a mode would not use, and a key without its certificate."""
+        mode = self.effective_ssl_mode
+        if mode in {SslMode.DISABLED, SslMode.PREFERRED}:
+            given = [n for n, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)) if v]
+            if given:
+                raise ValueError(
+                    f"{', '.join(given)} need ssl-mode=required, verify-ca or verify-identity "
+                    f"(ssl-mode={mode} would not use them)"
+                )
+        if bool(self.ssl_cert) != bool(self.ssl_key):
+            raise ValueError("ssl-cert and ssl-key go together (a client certificate and its key)")
+        for name, path in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)):
+            if path and not Path(path).is_file():
+                raise ValueError(f"{name}={path}: no such file")
+        if self.ssl_key and not Path(self.ssl_key).is_file():
+            raise ValueError(f"ssl-key={self.ssl_key}: no such file")
+
+    def jdbc_url(self, database: str = "") -> str:
         """The JDBC address; `mysql:`, since the `mariadb:` scheme makes Spark quote with `"`."""
-        return f"jdbc:mysql://{self.host}:{self.port}/"
+        return f"jdbc:mysql://{self.host}:{self.port}/{database}"
+
+
+def _downstream_parameters(query: str) -> dict[str, Any]:
+    """The TLS fields of a downstream URL's query; any other parameter is an error."""
+    fields: dict[str, Any] = {}
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name not in DOWNSTREAM_PARAMETERS:
+            raise ValueError(
+                f"unknown parameter {name!r} (known: {', '.join(DOWNSTREAM_PARAMETERS)})"
+            )
+        field = name.replace("-", "_")
+        if field in fields:
+            raise ValueError(f"parameter {name!r} is given twice")
+        if name == "ssl-mode":
+            try:
+                fields[field] = SslMode(value.lower())
+            except ValueError:
+                raise ValueError(
+                    f"ssl-mode={value!r} must be one of {', '.join(m.value for m in SslMode)}"
+                ) from None
+        else:
+            fields[field] = value
+    return fields
 
 
 class Settings(BaseModel):
@@ -155,11 +303,41 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     kafka: str = DEFAULT_KAFKA
+    kafka_security_protocol: KafkaSecurity = Field(
+        default=DEFAULT_KAFKA_SECURITY, description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+    )
+    kafka_sasl_mechanism: SaslMechanism = Field(
+        default=DEFAULT_SASL_MECHANISM, description="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+    )
+    kafka_sasl_username: str = Field(default=UNSET, description="SASL login name")
+    kafka_sasl_password: SecretStr = Field(default=NO_SECRET, description="SASL password")
+    kafka_ssl_ca: str = Field(default=UNSET, description="CA file (PEM); unset: the system's CAs")
+    kafka_ssl_cert: str = Field(default=UNSET, description="client certificate file (PEM)")
+    kafka_ssl_key: str = Field(default=UNSET, description="the client certificate's key (PEM)")
+    kafka_ssl_key_password: SecretStr = Field(default=NO_SECRET, description="the key's passphrase")
+    kafka_ssl_check_hostname: bool = Field(
+        default=True, description="check that the broker's certificate names its host"
+    )
     topics: tuple[str, ...] = ()
     protocol: Protocol = Protocol.OPEN
     group: str = DEFAULT_GROUP
     redis_url: str = DEFAULT_REDIS_URL
+    redis_password: SecretStr = Field(
+        default=NO_SECRET, description="Redis (ACL) password; replaces the URL's"
+    )
+    redis_ssl_ca: str = Field(default=UNSET, description="rediss:// CA file; unset: system CAs")
+    redis_ssl_cert: str = Field(default=UNSET, description="rediss:// client certificate file")
+    redis_ssl_key: str = Field(default=UNSET, description="rediss:// client key file")
     downstream: Downstream = Field(default_factory=lambda: Downstream.parse(DEFAULT_DOWNSTREAM))
+    downstream_password: SecretStr = Field(
+        default=NO_SECRET, description="downstream password; replaces the URL's"
+    )
+    downstream_ssl_mode: SslMode | None = Field(
+        default=None, description="the URL's ssl-mode, as a setting (wins over the URL)"
+    )
+    downstream_ssl_ca: str = Field(default=UNSET, description="the URL's ssl-ca, as a setting")
+    downstream_ssl_cert: str = Field(default=UNSET, description="the URL's ssl-cert, as a setting")
+    downstream_ssl_key: str = Field(default=UNSET, description="the URL's ssl-key, as a setting")
     spark_master: str = DEFAULT_SPARK_MASTER
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
@@ -272,6 +450,38 @@ class Settings(BaseModel):
             raise ValueError("must be local[*], local[N], spark://..., yarn or k8s://...")
         return value
 
+    @field_validator("downstream_ssl_mode", mode="before")
+    @classmethod
+    def _lower_ssl_mode(cls, value: Any) -> Any:
+        return value.lower() or None if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_security(self) -> Settings:
+        """Fold the downstream_* settings into the address, then check each TLS family whole."""
+        overrides = {
+            "password": self.downstream_password if _given(self.downstream_password) else None,
+            "ssl_mode": self.downstream_ssl_mode,
+            "ssl_ca": self.downstream_ssl_ca,
+            "ssl_cert": self.downstream_ssl_cert,
+            "ssl_key": self.downstream_ssl_key,
+        }
+        update = {k: v for k, v in overrides.items() if v}
+        if update:
+            # Frozen model: the merged address replaces the parsed one once, while validating.
+            object.__setattr__(self, "downstream", self.downstream.model_copy(update=update))
+        try:
+            self.downstream.check_tls()
+        except ValueError as exc:
+            raise ValueError(f"{env_name('downstream')}: {exc}") from None
+        _check_kafka_security(self)
+        _check_redis_tls(self)
+        return self
+
+    def __repr_args__(self) -> Any:
+        # repr() and str() show the Redis URL with its password masked, like describe().
+        for name, value in super().__repr_args__():
+            yield name, mask_url(value) if name == "redis_url" else value
+
     def describe(self) -> dict[str, str]:
         """Every setting as the text a log or ``--help`` may show (secrets masked)."""
         shown: dict[str, str] = {}
@@ -279,10 +489,58 @@ class Settings(BaseModel):
             value = getattr(self, name)
             if isinstance(value, tuple):
                 value = ",".join(value)
-            elif value is None:
-                value = ""
-            shown[ENV_PREFIX + name.upper()] = str(mask_secrets(name, str(value)))
+            elif isinstance(value, SecretStr):
+                value = shown_secret(value)
+            shown[ENV_PREFIX + name.upper()] = "" if value is None else masked(name, str(value))
         return shown
+
+
+def _given(secret: SecretStr) -> bool:
+    return bool(secret.get_secret_value())
+
+
+def _pair(cert: str, key: str) -> str:
+    return f"{env_name(cert)} and {env_name(key)} go together (a client certificate and its key)"
+
+
+def _check_files(settings: Settings, *fields: str) -> None:
+    for field in fields:
+        path = getattr(settings, field)
+        if path and not Path(path).is_file():
+            raise ValueError(f"{env_name(field)}={path}: no such file")
+
+
+def _check_kafka_security(settings: Settings) -> None:
+    protocol = settings.kafka_security_protocol
+    tls_fields = ("kafka_ssl_ca", "kafka_ssl_cert", "kafka_ssl_key")
+    if not protocol.tls:
+        given = [env_name(f) for f in tls_fields if getattr(settings, f)]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} need {env_name('kafka_security_protocol')}=SSL or SASL_SSL "
+                f"(it is {protocol})"
+            )
+    if protocol.sasl and not (
+        settings.kafka_sasl_username and _given(settings.kafka_sasl_password)
+    ):
+        raise ValueError(
+            f"{env_name('kafka_security_protocol')}={protocol} needs "
+            f"{env_name('kafka_sasl_username')} and {env_name('kafka_sasl_password')} "
+            f"(or {env_name('kafka_sasl_password')}{FILE_SUFFIX})"
+        )
+    if bool(settings.kafka_ssl_cert) != bool(settings.kafka_ssl_key):
+        raise ValueError(_pair("kafka_ssl_cert", "kafka_ssl_key"))
+    _check_files(settings, *tls_fields)
+
+
+def _check_redis_tls(settings: Settings) -> None:
+    tls_fields = ("redis_ssl_ca", "redis_ssl_cert", "redis_ssl_key")
+    given = [env_name(f) for f in tls_fields if getattr(settings, f)]
+    if given and urlsplit(settings.redis_url).scheme != "rediss":
+        raise ValueError(f"{', '.join(given)} need a rediss:// {env_name('redis_url')}")
+    if bool(settings.redis_ssl_cert) != bool(settings.redis_ssl_key):
+        raise ValueError(_pair("redis_ssl_cert", "redis_ssl_key"))
+    _check_files(settings, *tls_fields)
 
 
 def env_name(field: str) -> str:
@@ -314,20 +572,64 @@ def load_settings(
     for name in Settings.model_fields:
         if env_name(name) in environ:
             values[name] = environ[env_name(name)]
+    for name in SECRET_FIELDS:
+        file_key = name + FILE_SUFFIX.lower()
+        secret_file = environ.get(env_name(file_key), values.pop(file_key, None))
+        if secret_file is not None:
+            if env_name(name) in environ or name in values:
+                raise ConfigError(
+                    f"{env_name(name)} and {env_name(file_key)} are both set: keep one"
+                )
+            values[name] = read_secret_file(env_name(file_key), str(secret_file))
     try:
         return Settings.model_validate(values)
     except ValidationError as exc:
         raise ConfigError(_explain(exc, values)) from None
 
 
+def read_secret_file(variable: str, path: str) -> str:
+    """A secret from a file (a container secret), without its trailing newline."""
+    try:
+        return Path(path).read_text().rstrip("\r\n")
+    except OSError as exc:
+        raise ConfigError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
+
+
+def masked(field: str, text: str) -> str:
+    """A setting's text with what is secret in it masked: an address's password, an S3 URI's
+    secret key."""
+    if field in _ADDRESSES:
+        return mask_url(text)
+    if field == "claim_check_storage":
+        return _SECRET_KEY.sub(r"\1" + MASK, text)
+    return text
+
+
+def shown_value(field: str, value: Any) -> str:
+    """A raw setting's value as an error may quote it: secrets masked, URL passwords masked."""
+    if field in SECRET_FIELDS:
+        return MASK
+    if isinstance(value, str):
+        return repr(masked(field, value))
+    return repr(value)
+
+
+# Settings that are addresses and may carry a password.
+_ADDRESSES = ("downstream", "upstream", "redis_url")
+
+
 def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
     lines = []
     for error in exc.errors():
-        field = str(error["loc"][0]) if error["loc"] else "?"
+        if not error["loc"]:
+            # A check across settings: its message names them.
+            lines.append(error["msg"].removeprefix("Value error, "))
+            continue
+        field = str(error["loc"][0])
         if field not in Settings.model_fields:
             lines.append(f"unknown setting {field!r}; known: {', '.join(Settings.model_fields)}")
             continue
-        shown = repr(mask_secrets(field, values.get(field)))
+        shown = shown_value(field, values.get(field))
         message = error["msg"].removeprefix("Value error, ")
         if error["type"] == "enum":
             allowed = error.get("ctx", {}).get("expected", "")
@@ -335,21 +637,3 @@ def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
         lines.append(f"{env_name(field)}={shown}: {message}")
     # One line: a start-up failure is read in a process supervisor's log, line by line.
     return "invalid settings: " + "; ".join(lines)
-
-
-def mask_secrets(field: str, value: Any) -> Any:
-    """``value`` as an error may show it: the password of an address and an S3 URI's secret key
-    masked."""
-    if not isinstance(value, str):
-        return value
-    if field in _ADDRESSES:
-        return _URL_PASSWORD.sub(r"\1***@", value)
-    if field == "claim_check_storage":
-        return _SECRET_KEY.sub(r"\1***", value)
-    return value
-
-
-# Settings that are addresses and may carry a password.
-_ADDRESSES = ("downstream", "upstream", "redis_url")
-# The password part of a URL (``scheme://user:password@``).
-_URL_PASSWORD = re.compile(r"^([a-z]+://[^:/@]*:)[^@]*@")

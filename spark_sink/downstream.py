@@ -12,8 +12,11 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ApplyError, TransientApplyError
-from config.settings import Settings
+from config.errors import ApplyError, ConfigError, TransientApplyError
+from config.settings import Settings, SslMode, env_name
+from spark_sink.local_infile import GuardedConnection
+from spark_sink.tls import pymysql_tls
+from streams.connectivity import tls_problem
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
@@ -48,9 +51,11 @@ def table_name(schema: str, table: str) -> str:
 
 
 def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection:
-    """A connection to the downstream in UTC, with autocommit off unless asked."""
+    """A connection to the downstream in UTC, with autocommit off unless asked, TLS as the
+    ssl-mode says; LOAD DATA LOCAL sends only the file :func:`~spark_sink.local_infile.serving`
+    names."""
     downstream = settings.downstream
-    return pymysql.connect(
+    return GuardedConnection(
         host=downstream.host,
         port=downstream.port,
         user=downstream.user,
@@ -59,8 +64,56 @@ def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection
         init_command="SET time_zone = '+00:00'",
         autocommit=kwargs.pop("autocommit", False),
         max_allowed_packet=256 << 20,
+        **pymysql_tls(downstream),
         **kwargs,
     )
+
+
+# MySQL errors that point at the settings rather than at a passing outage.
+ACCESS_DENIED = 1045
+INSECURE_TRANSPORT = 3159
+SSL_CONNECTION_ERROR = 2026
+
+
+def downstream_problem(settings: Settings, error: BaseException) -> str | None:
+    """What a failed connection says about the downstream settings (None: nothing to say)."""
+    downstream = settings.downstream
+    where = f"the downstream at {downstream.host}:{downstream.port}"
+    setting = env_name("downstream")
+    code = error.args[0] if isinstance(error, pymysql.MySQLError) and error.args else None
+    if code == ACCESS_DENIED and downstream.effective_ssl_mode is SslMode.DISABLED:
+        # MariaDB answers a plaintext login to a TLS-only server with "access denied" too.
+        return (
+            f"{setting} ssl-mode=disabled (or {env_name('downstream_password')}): {where} denied "
+            f"access to {downstream.user!r}; a server that takes TLS only denies every plaintext "
+            "login: set ssl-mode=required, verify-ca or verify-identity"
+        )
+    if code == ACCESS_DENIED:
+        return (
+            f"{env_name('downstream_password')} (or the password in {setting}): {where} denied "
+            f"access to {downstream.user!r} (or the user needs a client certificate: ssl-cert)"
+        )
+    if code == INSECURE_TRANSPORT:
+        return (
+            f"{setting} ssl-mode={downstream.effective_ssl_mode}: {where} takes TLS connections "
+            "only; set ssl-mode=required, verify-ca or verify-identity"
+        )
+    found = tls_problem(error, f"{setting} ssl-ca", downstream.ssl_ca, where)
+    if found:
+        return found
+    if code == SSL_CONNECTION_ERROR:
+        return f"{setting} ssl-mode={downstream.effective_ssl_mode}: {where} offers no TLS"
+    return None
+
+
+def check_downstream(settings: Settings) -> None:
+    """Connect to the downstream once; a settings problem raises ConfigError."""
+    try:
+        connect(settings, autocommit=True).close()
+    except pymysql.MySQLError as error:
+        found = downstream_problem(settings, error)
+        if found:
+            raise ConfigError(found) from None
 
 
 def is_transient(error: BaseException) -> bool:

@@ -26,6 +26,7 @@ from spark_sink.metrics import record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from streams.tso import describe_tso, tso_age
 
@@ -146,7 +147,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
 
     stop = stop_on_signals()
     serve_metrics(settings)
-    client = redis.Redis.from_url(settings.redis_url)
+    client = redis_client(settings)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.key("sink-leader"))
     applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))

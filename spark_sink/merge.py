@@ -35,6 +35,7 @@ from spark_sink.downstream import (
     table_name,
     with_retries,
 )
+from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
 from spark_sink.routing import Router
 from spark_sink.session import jdbc_options, spark_frame
@@ -335,7 +336,10 @@ class Applier:
         options = csv.WriteOptions(
             include_header=False, quoting_style="all_valid", null_string=CSV_NULL
         )
-        with tempfile.NamedTemporaryFile(suffix=".csv") as file:
+        with (
+            tempfile.NamedTemporaryFile(suffix=".csv") as file,
+            serving(cursor.connection, file.name),
+        ):
             csv.write_csv(table, file.name, options)
             assign = f" SET {', '.join(assignments)}" if assignments else ""
             # No bound parameters: a '%' in an identifier stays as it is.
@@ -371,12 +375,7 @@ class Applier:
             self._write_jdbc(item, frame)
 
     def _write_jdbc(self, item: _Staged, frame: Any) -> None:
-        downstream = self.settings.downstream
-        options = jdbc_options(
-            f"jdbc:mysql://{downstream.host}:{downstream.port}/{self.settings.meta_db}",
-            downstream.user,
-            downstream.password.get_secret_value(),
-        )
+        options = jdbc_options(self.settings.downstream, self.settings.meta_db)
         try:
             (
                 frame.write.format("jdbc")

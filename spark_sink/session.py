@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from config.settings import Downstream
+
 # Debian's libmariadb-java puts Connector/J here.
 MARIADB_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 JDBC_DRIVER = "org.mariadb.jdbc.Driver"
@@ -71,17 +73,21 @@ def spark_frame(spark: SparkSession, table: pa.Table, scratch: str) -> DataFrame
     return spark.read.schema(from_arrow_schema(table.schema)).parquet(path)
 
 
-def jdbc_options(url: str, user: str, password: str) -> dict[str, str]:
-    """Connector/J options for Spark: MariaDB bulk statements, TINYINT(1) read as a number.
+def jdbc_options(downstream: Downstream, database: str) -> dict[str, str]:
+    """Connector/J options for Spark: MariaDB bulk statements, TINYINT(1) read as a number, the
+    downstream's TLS, and no LOAD DATA LOCAL (Spark never sends files; a server asking gets none).
 
     Measured here (Connector/J 2.7.6, 200k 11-column rows, warm JVM): useBulkStmts alone loads
     ~110k rows/s; rewriteBatchedStatements ~26-46k rows/s, and with both the rewrite wins.
     """
+    from spark_sink.tls import jdbc_tls
+
     return {
-        "url": url
+        "url": downstream.jdbc_url(database)
         + "?useBulkStmts=true&rewriteBatchedStatements=false&tinyInt1isBit=false"
-        + "&serverTimezone=UTC&sessionVariables=time_zone='+00:00'",
+        + "&serverTimezone=UTC&sessionVariables=time_zone='+00:00'&allowLocalInfile=false",
         "driver": JDBC_DRIVER,
-        "user": user,
-        "password": password,
+        "user": downstream.user,
+        "password": downstream.password.get_secret_value(),
+        **jdbc_tls(downstream),
     }

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from config.settings import Settings
+from streams.kafka_client import kafka_options
 from streams.staging import Staging, TopicPartition
 from streams.tso import describe_tso, tso_fields
 
@@ -20,13 +21,13 @@ async def kafka_offsets(
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         committed_raw = await admin.list_consumer_group_offsets(settings.group)
     finally:
         await admin.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka)
+    consumer = AIOKafkaConsumer(**kafka_options(settings))
     await consumer.start()
     try:
         ends = await consumer.end_offsets([KafkaTP(tp.topic, tp.partition) for tp in partitions])

@@ -33,6 +33,7 @@ from config.settings import (
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
 from streams.dead_letters import DeadLetters
+from streams.kafka_client import faust_broker, kafka_options
 from streams.large_messages import LargeMessages
 from streams.metrics import (
     DEAD_LETTERS,
@@ -47,6 +48,7 @@ from streams.metrics import (
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
 from streams.packed import pack_rows
 from streams.progress import Progress
+from streams.redis_client import redis_client
 from streams.resp import CommandBatch
 from streams.schema_store import RedisSchemaStore
 from streams.staging import FramedMessage, StagedMessage, Staging, TopicPartition, frame_packed
@@ -299,7 +301,7 @@ async def _record_partition_counts(settings: Settings, staging: Staging) -> None
     """The partition count of every topic, from the topic's own metadata."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         for description in await admin.describe_topics(list(settings.topics)):
@@ -320,7 +322,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
     app = faust.App(
         settings.group,
-        broker=[f"kafka://{server}" for server in settings.kafka.split(",")],
+        **faust_broker(settings),
         key_serializer="raw",
         value_serializer="raw",
         processing_guarantee="at_least_once",
@@ -597,7 +599,7 @@ async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None
 
 
 def _staging(settings: Settings) -> Staging:
-    return Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    return Staging(redis_client(settings), settings.group)
 
 
 def run_worker(settings: Settings) -> int:

@@ -18,6 +18,8 @@ import redis
 
 from config.settings import Settings, load_settings
 from spark_sink.downstream import connect as downstream_connect
+from streams.kafka_client import kafka_options
+from streams.redis_client import redis_client as make_redis_client
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -59,7 +61,7 @@ def unique() -> str:
 async def kafka_admin(settings: Settings) -> AsyncIterator[Any]:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka, request_timeout_ms=10_000)
+    admin = AIOKafkaAdminClient(**kafka_options(settings, request_timeout_ms=10_000))
     try:
         await admin.start()
     except Exception as exc:
@@ -71,7 +73,7 @@ async def kafka_admin(settings: Settings) -> AsyncIterator[Any]:
 
 @pytest.fixture(scope="session")
 def redis_client(settings: Settings) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(settings.redis_url)
+    client = make_redis_client(settings)
     try:
         client.ping()
     except redis.RedisError as exc:

@@ -24,18 +24,45 @@ EXIT_SIGNALLED = 128
 Handler = Callable[[argparse.Namespace], int]
 
 
+def checked_settings(
+    args: argparse.Namespace, *, kafka: bool = False, redis: bool = False, downstream: bool = False
+) -> Settings:
+    """The settings, once the services a command needs took their TLS and credentials: a
+    misconfiguration stops the command with one line naming the setting."""
+    settings = settings_from(args)
+    if kafka:
+        import asyncio
+
+        from streams.connectivity import check_kafka
+
+        asyncio.run(check_kafka(settings))
+    if redis:
+        from streams.connectivity import check_redis
+
+        check_redis(settings)
+    if downstream:
+        from spark_sink.downstream import check_downstream
+
+        check_downstream(settings)
+    return settings
+
+
 def _services(args: argparse.Namespace) -> int:
-    from ticdc_sink.services import services_down, services_status, services_up
+    from ticdc_sink.services import services_down, services_status, services_up, state_dir
 
     if args.action == "up":
-        for service, state in services_up():
-            print(f"{service.name:8} {service.endpoint}  {state}")
+        for service, state in services_up(secure=args.secure):
+            print(f"{service.name:14} {service.endpoint}  {state}")
+        if args.secure:
+            from ticdc_sink.services.secure import SECURE_ENV
+
+            print(f"settings for the secured services: source {state_dir() / SECURE_ENV}")
     elif args.action == "down":
         for service, stopped in services_down():
-            print(f"{service.name:8} {'stopped' if stopped else 'not ours or not running'}")
+            print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
     else:
-        for service, state in services_status():
-            print(f"{service.name:8} {service.endpoint}  {state}")
+        for service, state in services_status(secure=args.secure):
+            print(f"{service.name:14} {service.endpoint}  {state}")
     return 0
 
 
@@ -48,19 +75,21 @@ def _decode(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from ticdc_sink.demo import run_demo
 
-    return run_demo(settings_from(args))
+    return run_demo(checked_settings(args, kafka=True, redis=True, downstream=True))
 
 
 def _worker(args: argparse.Namespace) -> int:
     from streams.worker import run_worker
 
-    return run_worker(settings_from(args))
+    return run_worker(checked_settings(args, kafka=True, redis=True))
 
 
 def _status(args: argparse.Namespace) -> int:
     from ticdc_sink.status_command import run_status
 
-    return run_status(settings_from(args), as_json=args.json)
+    return run_status(
+        checked_settings(args, kafka=True, redis=True, downstream=True), as_json=args.json
+    )
 
 
 def _deadletters(args: argparse.Namespace) -> int:
@@ -81,13 +110,17 @@ def _deadletters(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     from spark_sink.driver import run_sink
 
-    return run_sink(settings_from(args), once=args.once)
+    return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 
 
 def _recover(args: argparse.Namespace) -> int:
     from ticdc_sink.recover import run_recover
 
-    return run_recover(settings_from(args), dry_run=args.dry_run, assume_yes=args.yes)
+    return run_recover(
+        checked_settings(args, kafka=True, redis=True, downstream=True),
+        dry_run=args.dry_run,
+        assume_yes=args.yes,
+    )
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -95,7 +128,7 @@ def _produce(args: argparse.Namespace) -> int:
 
     from ticdc_sink.produce import run_produce
 
-    settings = settings_from(args)
+    settings = checked_settings(args, kafka=True)
     topic = args.topic or (settings.topics[0] if settings.topics else None)
     if topic is None:
         raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
@@ -120,7 +153,7 @@ def _verify(args: argparse.Namespace) -> int:
 
     from ticdc_sink.verify import verify
 
-    ok, report = verify(settings_from(args), Path(args.expected))
+    ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
     print("\n".join(report))
     print("verify: match" if ok else "verify: MISMATCH")
     return 0 if ok else EXIT_FAILURE
@@ -147,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     services = commands.add_parser("services", help="install, start and stop local services")
     services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--secure",
+        action="store_true",
+        help="also TLS/SASL-secured Kafka, MariaDB and Redis (settings: <state dir>/secure.env)",
+    )
     services.set_defaults(handler=_services)
 
     decode = commands.add_parser("decode", help="print the events of one Kafka message as JSON")

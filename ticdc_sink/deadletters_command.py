@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import orjson
-import redis
 
 from config.errors import ConfigError, DecodeError, TicdcSinkError
 from config.settings import Settings
@@ -21,6 +20,7 @@ from streams.codecs import codec_for
 from streams.dead_letters import DeadLetter, DeadLetters
 from streams.large_messages import LargeMessages
 from streams.model import DDLEvent, RowChange
+from streams.redis_client import redis_client
 from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging
 from streams.tso import describe_tso
@@ -38,7 +38,7 @@ class ReplayRefusedError(TicdcSinkError):
 
 
 def _store(settings: Settings) -> tuple[Staging, DeadLetters]:
-    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    staging = Staging(redis_client(settings), settings.group)
     return staging, DeadLetters(staging)
 
 

@@ -15,10 +15,9 @@ import time
 import uuid
 from pathlib import Path
 
-import redis
-
 from config.settings import Settings
 from spark_sink.downstream import CheckpointWatch
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from streams.tso import tso_millis, tso_time
 from ticdc_sink.produce import run_produce
@@ -47,7 +46,7 @@ def run_demo(settings: Settings) -> int:
         "TICDC_SINK_PROTOCOL": "open",
         "TICDC_SINK_WEB_PORT": "0",
     }
-    staging = Staging(redis.Redis.from_url(settings.redis_url), name)
+    staging = Staging(redis_client(settings), name)
     started = time.monotonic()
     processes = [
         subprocess.Popen(

@@ -20,6 +20,7 @@ import orjson
 from config.settings import Settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.values import b64encode
+from streams.kafka_client import kafka_options
 from streams.model import Resolved, RowChange, Value
 from ticdc_sink.scenario import KEYS, START_TS, Scenario
 
@@ -103,7 +104,7 @@ async def send(
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         await admin.create_topics([NewTopic(topic, partitions, 1)])
@@ -111,9 +112,7 @@ async def send(
         pass
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.kafka, enable_idempotence=True, linger_ms=5
-    )
+    producer = AIOKafkaProducer(**kafka_options(settings, enable_idempotence=True, linger_ms=5))
     await producer.start()
     try:
         for partition, message in messages:
@@ -128,7 +127,7 @@ async def delete_topics(settings: Settings, topics: list[str]) -> None:
     broker restarted after a crash reads all of its logs back)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         await admin.delete_topics(topics)

@@ -13,11 +13,11 @@ import logging
 import sys
 from dataclasses import dataclass
 
-import redis
-
 from config.errors import ConfigError, StagingError
 from config.settings import Settings
 from spark_sink.downstream import CheckpointTable, connect
+from streams.kafka_client import kafka_options
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from streams.tso import describe_tso
 
@@ -58,7 +58,7 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
         checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_plan_rewind(settings, offsets))
-    client = redis.Redis.from_url(settings.redis_url)
+    client = redis_client(settings)
     staging = Staging(client, settings.group)
     doomed = _staging_keys(staging)
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
@@ -108,7 +108,7 @@ async def _plan_rewind(settings: Settings, offsets: dict[str, int]) -> list[Rewi
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         (described,) = await admin.describe_consumer_groups([settings.group])
@@ -127,7 +127,7 @@ async def _plan_rewind(settings: Settings, offsets: dict[str, int]) -> list[Rewi
                 targets[KafkaTP(topic["topic"], partition["partition"])] = offsets.get(field, 0)
     finally:
         await admin.close()
-    consumer = AIOKafkaConsumer(bootstrap_servers=settings.kafka)
+    consumer = AIOKafkaConsumer(**kafka_options(settings))
     await consumer.start()
     try:
         earliest = await consumer.beginning_offsets(list(targets))
@@ -146,7 +146,7 @@ async def _commit_offsets(settings: Settings, rewinds: list[Rewind]) -> None:
 
     targets = {KafkaTP(r.topic, r.partition): r.offset for r in rewinds}
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=settings.kafka, group_id=settings.group, enable_auto_commit=False
+        **kafka_options(settings, group_id=settings.group, enable_auto_commit=False)
     )
     await consumer.start()
     try:

@@ -7,11 +7,11 @@ import asyncio
 
 import orjson
 import pymysql
-import redis
 
 from config.errors import ServiceError
 from config.settings import Settings
 from spark_sink.downstream import CheckpointTable, connect
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from streams.status import kafka_offsets, render, snapshot
 
@@ -38,7 +38,7 @@ def read_checkpoint(settings: Settings) -> int | None:
 
 def run_status(settings: Settings, as_json: bool) -> int:
     """Print the pipeline's status; exit code 0, or an error when a store cannot be read."""
-    staging = Staging(redis.Redis.from_url(settings.redis_url), settings.group)
+    staging = Staging(redis_client(settings), settings.group)
     committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
     document = snapshot(staging, committed, ends, checkpoint_ts=read_checkpoint(settings))
     print(orjson.dumps(document).decode() if as_json else render(document))

@@ -95,5 +95,122 @@ def test_large_message_settings() -> None:
     assert "region=x" in shown["TICDC_SINK_CLAIM_CHECK_STORAGE"]
     with pytest.raises(ConfigError, match="TICDC_SINK_CLAIM_CHECK_STORAGE='gcs://b': must be"):
         load_settings(environ={"TICDC_SINK_CLAIM_CHECK_STORAGE": "gcs://b"})
-    with pytest.raises(ConfigError, match=r"TICDC_SINK_UPSTREAM=\*\*\*: must start with mysql"):
+    with pytest.raises(ConfigError, match="TICDC_SINK_UPSTREAM='tidb:4000': must start with mysql"):
         load_settings(environ={"TICDC_SINK_UPSTREAM": "tidb:4000"})
+
+
+def test_each_secret_can_come_from_a_file_and_never_prints(tmp_path: Path) -> None:
+    values = {}
+    environ = {
+        "TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+        "TICDC_SINK_KAFKA_SASL_USERNAME": "app",
+        "TICDC_SINK_REDIS_URL": "redis://app:in-url-secret@r:6379/0",
+    }
+    for name in ("kafka_sasl_password", "kafka_ssl_key_password", "redis_password"):
+        path = tmp_path / name
+        values[name] = f"{name}-s3cret"
+        path.write_text(values[name] + "\n")
+        environ[f"TICDC_SINK_{name.upper()}_FILE"] = str(path)
+    (tmp_path / "db").write_text("db-s3cret\r\n")
+    environ["TICDC_SINK_DOWNSTREAM_PASSWORD_FILE"] = str(tmp_path / "db")
+    settings = load_settings(environ=environ)
+    assert settings.kafka_sasl_password.get_secret_value() == "kafka_sasl_password-s3cret"
+    assert settings.redis_password.get_secret_value() == "redis_password-s3cret"
+    # The downstream_password setting replaces the address's password.
+    assert settings.downstream.password.get_secret_value() == "db-s3cret"
+    shown = settings.describe()
+    assert shown["TICDC_SINK_KAFKA_SASL_PASSWORD"] == "***"
+    assert shown["TICDC_SINK_REDIS_URL"] == "redis://app:***@r:6379/0"
+    assert shown["TICDC_SINK_DOWNSTREAM"] == "mysql://root:***@127.0.0.1:3306/"
+    for text in (str(settings), repr(settings), str(shown)):
+        assert "s3cret" not in text
+        assert "in-url-secret" not in text
+
+
+def test_a_secret_and_its_file_together_or_a_missing_file_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "pw"
+    path.write_text("x")
+    with pytest.raises(ConfigError, match="both set"):
+        load_settings(
+            environ={
+                "TICDC_SINK_REDIS_PASSWORD": "a",
+                "TICDC_SINK_REDIS_PASSWORD_FILE": str(path),
+            }
+        )
+    with pytest.raises(ConfigError, match="TICDC_SINK_DOWNSTREAM_PASSWORD_FILE=/absent"):
+        load_settings(environ={"TICDC_SINK_DOWNSTREAM_PASSWORD_FILE": "/absent"})
+
+
+def test_a_redis_password_in_an_error_is_masked() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TICDC_SINK_REDIS_URL": "http://u:hunter2@r/"})
+    assert "hunter2" not in str(caught.value)
+    assert "***" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("mysql://a@h/?worker-count=4", "unknown parameter 'worker-count'"),
+        ("mysql://a@h/?ssl-mode=sometimes", "ssl-mode='sometimes' must be one of"),
+        ("mysql://a@h/?ssl-mode=required&ssl-mode=disabled", "given twice"),
+        ("mysql://a@h/?ssl-mode=disabled&ssl-ca=/etc/hostname", "ssl-ca need ssl-mode=required"),
+        ("mysql://a@h/?ssl-mode=required&ssl-cert=/etc/hostname", "ssl-cert and ssl-key go"),
+        ("mysql://a@h/?ssl-mode=verify-ca&ssl-ca=/absent.pem", "ssl-ca=/absent.pem: no such file"),
+    ],
+)
+def test_every_downstream_parameter_is_kept_or_named_in_an_error(url: str, expected: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(environ={"TICDC_SINK_DOWNSTREAM": url})
+    assert "TICDC_SINK_DOWNSTREAM" in str(caught.value)
+    assert expected in str(caught.value)
+
+
+def test_downstream_tls_from_the_url_or_from_settings() -> None:
+    from config.settings import SslMode
+
+    url = "mysql://a:pw@h:4000/?ssl-mode=VERIFY-IDENTITY&ssl-ca=/etc/hostname"
+    downstream = load_settings(environ={"TICDC_SINK_DOWNSTREAM": url}).downstream
+    assert downstream.ssl_mode is SslMode.VERIFY_IDENTITY
+    assert downstream.ssl_ca == "/etc/hostname"
+    assert str(downstream) == (
+        "mysql://a:***@h:4000/?ssl-mode=verify-identity&ssl-ca=/etc/hostname"
+    )
+    # A CA alone means verify-ca, as MySQL's client has it; a setting wins over the URL.
+    alone = load_settings(environ={"TICDC_SINK_DOWNSTREAM_SSL_CA": "/etc/hostname"})
+    assert alone.downstream.effective_ssl_mode is SslMode.VERIFY_CA
+    overridden = load_settings(
+        environ={"TICDC_SINK_DOWNSTREAM": url, "TICDC_SINK_DOWNSTREAM_SSL_MODE": "required"}
+    )
+    assert overridden.downstream.ssl_mode is SslMode.REQUIRED
+    assert load_settings(environ={}).downstream.effective_ssl_mode is SslMode.PREFERRED
+
+
+@pytest.mark.parametrize(
+    ("environ", "expected"),
+    [
+        (
+            {"TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SASL_SSL"},
+            "needs TICDC_SINK_KAFKA_SASL_USERNAME",
+        ),
+        ({"TICDC_SINK_KAFKA_SSL_CA": "/etc/hostname"}, "need TICDC_SINK_KAFKA_SECURITY_PROTOCOL"),
+        (
+            {"TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SSL", "TICDC_SINK_KAFKA_SSL_CA": "/absent"},
+            "TICDC_SINK_KAFKA_SSL_CA=/absent: no such file",
+        ),
+        ({"TICDC_SINK_KAFKA_SASL_MECHANISM": "GSSAPI"}, "TICDC_SINK_KAFKA_SASL_MECHANISM"),
+        ({"TICDC_SINK_REDIS_SSL_CA": "/etc/hostname"}, "need a rediss:// TICDC_SINK_REDIS_URL"),
+        (
+            {
+                "TICDC_SINK_REDIS_URL": "rediss://r:6380/0",
+                "TICDC_SINK_REDIS_SSL_KEY": "/etc/hostname",
+            },
+            "TICDC_SINK_REDIS_SSL_CERT and TICDC_SINK_REDIS_SSL_KEY go together",
+        ),
+    ],
+)
+def test_kafka_and_redis_tls_settings_are_checked_whole(
+    environ: dict[str, str], expected: str
+) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        load_settings(environ=environ)

@@ -23,6 +23,8 @@ from config.settings import Settings
 from spark_sink.downstream import applied_resolved_ts
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
+from streams.kafka_client import kafka_options
+from streams.redis_client import redis_client
 from streams.staging import Staging
 from ticdc_sink.produce import expected_state, run_produce, scenario_messages, send
 from ticdc_sink.scenario import Scenario
@@ -147,7 +149,7 @@ def test_replicate_with_killed_workers(
         pipeline, unique, protocol, PARTITIONS, 120, seed=len(protocol), expected=expected,
         duplicates=0.1, schema=unique,
     )  # fmt: skip
-    staging = Staging(__import__("redis").Redis.from_url(pipeline.redis_url), unique)
+    staging = Staging(redis_client(pipeline), unique)
     sink = Sink(pipeline, staging, Applier(pipeline))
     rng = random.Random(protocol)
     checkpoints = []
@@ -423,7 +425,7 @@ def _group_state(settings: Settings) -> str:
     from aiokafka.admin import AIOKafkaAdminClient
 
     async def describe() -> str:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka)
+        admin = AIOKafkaAdminClient(**kafka_options(settings))
         await admin.start()
         try:
             (response,) = await admin.describe_consumer_groups([settings.group])

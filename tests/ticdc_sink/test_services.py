@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from streams.kafka_client import kafka_options
 from ticdc_sink.services import all_services
 from ticdc_sink.services.base import ServiceState
 
@@ -31,7 +32,7 @@ async def test_kafka_consumer_group_round_trip(
     described = await kafka_admin.describe_topics([unique])
     assert len(described[0]["partitions"]) == 4
 
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka, enable_idempotence=True)
+    producer = AIOKafkaProducer(**kafka_options(settings, enable_idempotence=True))
     await producer.start()
     try:
         for i in range(40):
@@ -42,7 +43,7 @@ async def test_kafka_consumer_group_round_trip(
 
     consumer = AIOKafkaConsumer(
         unique,
-        bootstrap_servers=settings.kafka,
+        **kafka_options(settings),
         group_id=unique,
         auto_offset_reset="earliest",
         enable_auto_commit=False,
@@ -95,12 +96,7 @@ def test_spark_writes_and_reads_mariadb_over_jdbc(
 ) -> None:
     from spark_sink.session import jdbc_options
 
-    downstream = settings.downstream
-    options = jdbc_options(
-        f"jdbc:mysql://{downstream.host}:{downstream.port}/{scratch_db}",
-        downstream.user,
-        downstream.password.get_secret_value(),
-    )
+    options = jdbc_options(settings.downstream, scratch_db)
     frame = spark.createDataFrame([(i, f"row {i}") for i in range(100)], "id INT, name STRING")
     frame.write.format("jdbc").options(**options, dbtable="spark_rt").mode("overwrite").save()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import shutil
 import socket
+import ssl
 import struct
 import uuid
 from importlib import resources
@@ -30,6 +31,26 @@ _API_VERSIONS = 18
 class KafkaService(LocalService):
     name = "kafka"
     endpoint = Endpoint("127.0.0.1", 9092)
+    controller_port = CONTROLLER_PORT
+    heap = HEAP
+    # The broker's configuration, formatted with template_values().
+    template = "kafka-server.properties"
+
+    def template_values(self) -> dict[str, object]:
+        return {
+            "host": self.endpoint.host,
+            "port": self.endpoint.port,
+            "controller_port": self.controller_port,
+            "data": self.home / "data",
+        }
+
+    def format_arguments(self) -> list[str]:
+        """Extra arguments of StorageTool's ``format`` (SCRAM users, say)."""
+        return []
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """The TLS context that probes a TLS listener (None: plaintext)."""
+        return None
 
     @property
     def lib(self) -> Path:
@@ -58,15 +79,10 @@ class KafkaService(LocalService):
 
     def prepare(self) -> None:
         config = self.home / "server.properties"
-        template = resources.files(__package__).joinpath("kafka-server.properties").read_text()
-        config.write_text(
-            template.format(
-                host=self.endpoint.host,
-                port=self.endpoint.port,
-                controller_port=CONTROLLER_PORT,
-                data=self.home / "data",
-            )
-        )
+        template = resources.files(__package__).joinpath(self.template).read_text()
+        config.write_text(template.format(**self.template_values()))
+        # It may hold the broker's own SASL password.
+        config.chmod(0o600)
         log4j = self.home / "log4j2.properties"
         log4j.write_text(
             resources.files(__package__).joinpath("kafka-log4j2.properties").read_text()
@@ -84,13 +100,14 @@ class KafkaService(LocalService):
                 cluster_id,
                 "-c",
                 str(config),
+                *self.format_arguments(),
             ]
         )
 
     def _java(self) -> list[str]:
         return [
             "java",
-            HEAP,
+            self.heap,
             "-Duser.timezone=UTC",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.home}",
@@ -105,16 +122,18 @@ class KafkaService(LocalService):
         if not port_open(self.endpoint.host, self.endpoint.port):
             return False
         try:
-            return _api_versions_ok(self.endpoint)
+            return _api_versions_ok(self.endpoint, self.client_context())
         except (OSError, ServiceError):
             return False
 
 
-def _api_versions_ok(endpoint: Endpoint) -> bool:
-    """Send ApiVersions v0 and check that the broker answers without an error code."""
+def _api_versions_ok(endpoint: Endpoint, context: ssl.SSLContext | None = None) -> bool:
+    """Send ApiVersions v0 (over TLS with ``context``; SASL allows it before logging in) and
+    check that the broker answers without an error code."""
     client = b"ticdc-sink"
     body = struct.pack(">hhih", _API_VERSIONS, 0, 7, len(client)) + client
-    with socket.create_connection((endpoint.host, endpoint.port), timeout=2) as sock:
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=2) as raw:
+        sock = context.wrap_socket(raw, server_hostname=endpoint.host) if context else raw
         sock.sendall(struct.pack(">i", len(body)) + body)
         header = _recv_exact(sock, 4)
         (size,) = struct.unpack(">i", header)

@@ -6,22 +6,29 @@ from ticdc_sink.services.base import LocalService, ServiceState
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
+from ticdc_sink.services.secure import secure_services, write_secure_env
 
 
-def all_services() -> list[LocalService]:
-    """Every service the project runs against, in start order."""
-    return [RedisService(), MariaDBService(), KafkaService()]
+def all_services(secure: bool = False) -> list[LocalService]:
+    """Every service the project runs against, in start order; ``secure`` adds the secured
+    variants (beside the plain ones, on their own ports)."""
+    plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
+    return plain + (secure_services() if secure else [])
 
 
-def services_up() -> list[tuple[LocalService, ServiceState]]:
-    """Start what is not answering yet (installing what is missing); report each one."""
-    return [(service, service.up()) for service in all_services()]
+def services_up(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
+    """Start what is not answering yet (installing what is missing); report each one. With
+    ``secure``, also write the settings that reach the secured services (secure.env)."""
+    started = [(service, service.up()) for service in all_services(secure)]
+    if secure:
+        write_secure_env()
+    return started
 
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services())]
+    return [(service, service.down()) for service in reversed(all_services(secure=True))]
 
 
-def services_status() -> list[tuple[LocalService, ServiceState]]:
-    return [(service, service.state()) for service in all_services()]
+def services_status(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
+    return [(service, service.state()) for service in all_services(secure)]

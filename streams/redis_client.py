@@ -1,0 +1,29 @@
+"""The Redis client of every process, from the settings: URL, ACL password, TLS files."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import redis
+
+from config.settings import Settings, replace_url_password
+
+
+def redis_client(settings: Settings) -> redis.Redis:
+    """A client of the staging Redis: ``rediss://`` verifies the server against
+    TICDC_SINK_REDIS_SSL_CA (the system's CAs when empty) and presents the client certificate."""
+    url = settings.redis_url
+    options: dict[str, object] = {}
+    password = settings.redis_password.get_secret_value()
+    if password:
+        # redis-py lets a password in the URL win over the keyword: the setting must win.
+        url = replace_url_password(url, None)
+        options["password"] = password
+    if urlsplit(url).scheme == "rediss":
+        options["ssl_cert_reqs"] = "required"
+        if settings.redis_ssl_ca:
+            options["ssl_ca_certs"] = settings.redis_ssl_ca
+        if settings.redis_ssl_cert:
+            options["ssl_certfile"] = settings.redis_ssl_cert
+            options["ssl_keyfile"] = settings.redis_ssl_key
+    return redis.Redis.from_url(url, **options)
