@@ -177,7 +177,13 @@ class Applier:
         if self._spark is None:
             from spark_sink.session import build_spark
 
-            factory = self._spark_factory or (lambda: build_spark(self.settings.spark_master))
+            settings = self.settings
+            # The group in the name tells pipelines apart on a shared cluster's pages.
+            factory = self._spark_factory or (
+                lambda: build_spark(
+                    settings.spark_master, f"ticdc-sink-{settings.group}", settings.jdbc_jar
+                )
+            )
             self._spark = factory()
         return self._spark
 

@@ -21,7 +21,7 @@ def _services(args: argparse.Namespace) -> int:
     from ticdc_sink.services import services_down, services_status, services_up
 
     if args.action == "up":
-        for service, state in services_up():
+        for service, state in services_up(spark=args.spark_cluster):
             print(f"{service.name:8} {service.endpoint}  {state}")
     elif args.action == "down":
         for service, stopped in services_down():
@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     services = commands.add_parser("services", help="install, start and stop local services")
     services.add_argument("action", choices=["up", "down", "status"])
+    services.add_argument(
+        "--spark-cluster",
+        action="store_true",
+        help="with up: also a Spark standalone master and two workers (spark://127.0.0.1:7077)",
+    )
     services.set_defaults(handler=_services)
 
     decode = commands.add_parser("decode", help="print the events of one Kafka message as JSON")

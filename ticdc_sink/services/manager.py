@@ -6,22 +6,23 @@ from ticdc_sink.services.base import LocalService, ServiceState
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
+from ticdc_sink.services.spark import spark_cluster
 
 
-def all_services() -> list[LocalService]:
-    """Every service the project runs against, in start order."""
-    return [RedisService(), MariaDBService(), KafkaService()]
+def all_services(spark: bool = False) -> list[LocalService]:
+    """Every service the project runs against, in start order; the Spark cluster if asked."""
+    return [RedisService(), MariaDBService(), KafkaService(), *(spark_cluster() if spark else [])]
 
 
-def services_up() -> list[tuple[LocalService, ServiceState]]:
+def services_up(spark: bool = False) -> list[tuple[LocalService, ServiceState]]:
     """Start what is not answering yet (installing what is missing); report each one."""
-    return [(service, service.up()) for service in all_services()]
+    return [(service, service.up()) for service in all_services(spark)]
 
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services())]
+    return [(service, service.down()) for service in reversed(all_services(spark=True))]
 
 
 def services_status() -> list[tuple[LocalService, ServiceState]]:
-    return [(service, service.state()) for service in all_services()]
+    return [(service, service.state()) for service in all_services(spark=True)]

@@ -1,0 +1,114 @@
+"""The sink on a real Spark standalone cluster: every staging load runs in the executors' JVMs,
+which see neither the driver's files nor its class path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from config.errors import ServiceError
+from config.settings import Settings
+from spark_sink.downstream import applied_resolved_ts
+from tests.conftest import service_missing
+from tests.ticdc_sink.pipelines import (
+    assert_replicated,
+    pipeline_env,
+    pipeline_running,
+    wait_for,
+)
+from ticdc_sink.produce import run_produce
+from ticdc_sink.services.base import LocalService
+from ticdc_sink.services.spark import (
+    MASTER_URL,
+    WORKERS,
+    registered_workers,
+    spark_cluster,
+)
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+# Not the machine's zone nor UTC, with a half-hour offset: a value shifted by a zone shows.
+SINK_TIME_ZONE = "Asia/Kolkata"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """The master URL of the local cluster, started through the same service classes as
+    `ticdc-sink services up --spark-cluster`; what this fixture started, it stops."""
+    started: list[LocalService] = []
+    try:
+        for service in spark_cluster():
+            running = service.answers()
+            service.up()
+            if not running:
+                started.append(service)
+    except ServiceError as error:
+        service_missing("the Spark standalone cluster", error)
+    yield MASTER_URL
+    for service in reversed(started):
+        service.down()
+
+
+def test_both_workers_register_with_the_master(cluster: str) -> None:
+    assert len(registered_workers()) == WORKERS
+
+
+def _events(event_logs: Path, kind: str) -> list[dict[str, Any]]:
+    """The events named ``kind`` of every application that logged to ``event_logs``."""
+    events = []
+    for log in event_logs.iterdir():
+        for line in log.read_bytes().splitlines():
+            event = orjson.loads(line)
+            if event["Event"] == kind:
+                events.append(event)
+    return events
+
+
+def test_every_load_runs_in_the_executors_row_exact(
+    cluster: str, pipeline: Settings, unique: str, tmp_path: Path
+) -> None:
+    expected = tmp_path / "expected.json"
+    event_logs = tmp_path / "spark-events"
+    event_logs.mkdir()
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 300, seed=18, expected=expected, schema=unique
+    )
+    env = pipeline_env(
+        pipeline,
+        "open",
+        TICDC_SINK_SPARK_MASTER=cluster,
+        # Every table of every batch through Spark, none over the driver's connection.
+        TICDC_SINK_SPARK_MIN_ROWS="0",
+        TICDC_SINK_BATCH_ROWS="500",
+        TZ=SINK_TIME_ZONE,
+        # Spark's own way to take settings from outside the sink: its event log, to tell where
+        # each task ran.
+        PYSPARK_SUBMIT_ARGS=" ".join(
+            f"--conf {name}={value}"
+            for name, value in {
+                "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": f"file://{event_logs}",
+                # One plain JSON-lines file.
+                "spark.eventLog.rolling.enabled": "false",
+                "spark.eventLog.compress": "false",
+            }.items()
+        )
+        + " pyspark-shell",
+    )
+    with pipeline_running(env) as processes:
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the workload applied", 300)
+        assert all(p.poll() is None for p in processes), "a process died"
+    assert_replicated(pipeline, expected)
+    (start,) = _events(event_logs, "SparkListenerApplicationStart")
+    assert start["App Name"] == f"ticdc-sink-{unique}"
+    tasks = _events(event_logs, "SparkListenerTaskEnd")
+    assert tasks, "no Spark task ran: the loads bypassed Spark"
+    assert {t["Task End Reason"]["Reason"] for t in tasks} == {"Success"}
+    executors = {t["Task Info"]["Executor ID"] for t in tasks}
+    assert "driver" not in executors
+    assert len(executors) == WORKERS, f"tasks ran on executors {executors} only"
