@@ -3,6 +3,8 @@ which see neither the driver's files nor its class path."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,28 @@ def cluster() -> Iterator[str]:
 
 def test_both_workers_register_with_the_master(cluster: str) -> None:
     assert len(registered_workers()) == WORKERS
+
+
+def _services(*args: str) -> dict[str, str]:
+    """``ticdc-sink services ARGS``: each service's line, by name."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "services", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    ).stdout
+    return {line.split()[0]: line for line in out.splitlines()}
+
+
+def test_services_up_with_the_flag_reuses_the_running_cluster(cluster: str) -> None:
+    pids = {service.name: service.our_pid() for service in spark_cluster()}
+    shown = _services("up", "--spark-cluster")
+    assert {service.name: service.our_pid() for service in spark_cluster()} == pids
+    status = _services("status")
+    for service in spark_cluster():
+        assert str(service.endpoint) in shown[service.name]
+        assert "stopped" not in shown[service.name] and "stopped" not in status[service.name]
 
 
 def _events(event_logs: Path, kind: str) -> list[dict[str, Any]]:
