@@ -56,6 +56,8 @@ LOST_CONNECTION_MARKERS = (
     "Could not connect",
     "Connection refused",
 )
+# Spark's words for a load whose executor died under it (a killed JVM, a lost worker).
+LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
 # MySQL errors meaning LOAD DATA LOCAL is turned off on the server or the client.
 LOCAL_INFILE_REFUSED = frozenset({1148, 2068, 3948})
 # Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).
@@ -393,6 +395,8 @@ class Applier:
                 raise TransientApplyError(
                     f"Spark load of {item.stage} lost its connection"
                 ) from error
+            if any(marker in str(error) for marker in LOST_EXECUTOR_MARKERS):
+                raise TransientApplyError(f"Spark load of {item.stage} lost an executor") from error
             raise
 
     def _merge(self, cursor: Any, item: _Staged) -> int:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 JDBC_DRIVER = "org.mariadb.jdbc.Driver"
 # Spark's default of 200 shuffle partitions is far too many for micro-batches on a few cores.
 SHUFFLE_PARTITIONS = 4
+# Attempts Spark makes at a task before it fails the job (its default on a cluster is 4).
+TASK_ATTEMPTS = 1
 _UTC_JAVA_OPTIONS = "-Duser.timezone=UTC"
 
 
@@ -47,6 +49,10 @@ def build_spark(
         .config("spark.driver.extraJavaOptions", _UTC_JAVA_OPTIONS)
         .config("spark.executor.extraJavaOptions", _UTC_JAVA_OPTIONS)
         .config("spark.sql.session.timeZone", "UTC")
+        # A retried task may have committed its rows once already (its executor lost after the
+        # JDBC commit), doubling them in the staging table: the sink re-runs the batch from an
+        # emptied staging table instead, as on a local master, where Spark never retries.
+        .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")

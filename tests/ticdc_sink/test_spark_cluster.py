@@ -3,8 +3,12 @@ which see neither the driver's files nor its class path."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,13 +24,15 @@ from tests.ticdc_sink.pipelines import (
     assert_replicated,
     pipeline_env,
     pipeline_running,
+    process_logs,
     wait_for,
 )
 from ticdc_sink.produce import run_produce
-from ticdc_sink.services.base import LocalService
+from ticdc_sink.services.base import LocalService, state_dir
 from ticdc_sink.services.spark import (
     MASTER_URL,
     WORKERS,
+    master_status,
     registered_workers,
     spark_cluster,
 )
@@ -34,6 +40,9 @@ from ticdc_sink.services.spark import (
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 3
+EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
+# Executors SIGKILLed while they run a task of the sink's.
+EXECUTOR_KILLS = 2
 # Not the machine's zone nor UTC, with a half-hour offset: a value shifted by a zone shows.
 SINK_TIME_ZONE = "Asia/Kolkata"
 
@@ -91,6 +100,59 @@ def _events(event_logs: Path, kind: str) -> list[dict[str, Any]]:
             if event["Event"] == kind:
                 events.append(event)
     return events
+
+
+def _busy_executor(app_name: str) -> int | None:
+    """The pid of a live executor of the application ``app_name`` that is running a task now,
+    read from the executors' logs in the local workers' folders."""
+    apps = [app["id"] for app in master_status()["activeapps"] if app["name"] == app_name]
+    for app in apps:
+        for log in state_dir().glob(f"spark-worker-*/work/{app}/*/stderr"):
+            text = log.read_text(errors="replace")
+            started = re.search(r"Started daemon with process name: (\d+)@", text)
+            if started is None or text.count("Running task") <= text.count("Finished task"):
+                continue
+            pid = int(started[1])
+            try:
+                alive = EXECUTOR_CLASS in Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:  # it has exited (a killed one's log ends mid-task)
+                continue
+            if alive:
+                return pid
+    return None
+
+
+def test_executors_killed_under_loads_lose_nothing(
+    cluster: str, pipeline: Settings, unique: str, tmp_path: Path
+) -> None:
+    expected = tmp_path / "expected.json"
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 200, seed=19, expected=expected, schema=unique
+    )
+    env = pipeline_env(
+        pipeline,
+        "open",
+        TICDC_SINK_SPARK_MASTER=cluster,
+        TICDC_SINK_SPARK_MIN_ROWS="0",
+        TICDC_SINK_BATCH_ROWS="300",
+    )
+    kills, killed_at = 0, -1
+    with pipeline_running(env) as processes:
+        deadline = time.monotonic() + 300
+        while (checkpoint := applied_resolved_ts(pipeline)) < final:
+            assert time.monotonic() < deadline, f"stuck after {kills} executors killed"
+            # SIGKILL an executor in the middle of a task (its worker starts a new one), once per
+            # checkpoint at most, so that each kill hits another batch.
+            busy = _busy_executor(f"ticdc-sink-{unique}") if kills < EXECUTOR_KILLS else None
+            if busy is not None and checkpoint > killed_at:
+                os.kill(busy, signal.SIGKILL)
+                kills, killed_at = kills + 1, checkpoint
+            time.sleep(0.05 if kills < EXECUTOR_KILLS else 0.5)
+        assert all(p.poll() is None for p in processes), "a process died with an executor"
+        lost = process_logs(unique, lines=100_000).count("lost an executor")
+    assert_replicated(pipeline, expected)
+    assert kills == EXECUTOR_KILLS
+    assert lost >= 1, "no load lost its executor: the kills missed the tasks"
 
 
 def test_every_load_runs_in_the_executors_row_exact(

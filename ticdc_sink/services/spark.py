@@ -10,6 +10,7 @@ import importlib.util
 import json
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from config.errors import ServiceError
 from ticdc_sink.services.base import Endpoint, LocalService, require_binary
@@ -42,14 +43,20 @@ def spark_home() -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
-def registered_workers(web_port: int = MASTER_WEB_PORT) -> list[str]:
-    """The ``host:port`` of every ALIVE worker the master on ``web_port`` lists."""
+def master_status(web_port: int = MASTER_WEB_PORT) -> dict[str, Any]:
+    """What the master's page says as JSON (workers, applications), or {} if it does not answer."""
     url = f"http://{MASTER_ENDPOINT.host}:{web_port}/json/"
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
-            document = json.load(response)
+            document: dict[str, Any] = json.load(response)
     except (OSError, ValueError):
-        return []
+        return {}
+    return document
+
+
+def registered_workers(web_port: int = MASTER_WEB_PORT) -> list[str]:
+    """The ``host:port`` of every ALIVE worker the master on ``web_port`` lists."""
+    document = master_status(web_port)
     return [
         f"{worker['host']}:{worker['port']}"
         for worker in document.get("workers", [])
