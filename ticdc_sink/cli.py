@@ -22,13 +22,13 @@ def _services(args: argparse.Namespace) -> int:
 
     if args.action == "up":
         for service, state in services_up(spark=args.spark_cluster):
-            print(f"{service.name:8} {service.endpoint}  {state}")
+            print(f"{service.name:14} {service.endpoint}  {state}")
     elif args.action == "down":
         for service, stopped in services_down():
-            print(f"{service.name:8} {'stopped' if stopped else 'not ours or not running'}")
+            print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
     else:
         for service, state in services_status():
-            print(f"{service.name:8} {service.endpoint}  {state}")
+            print(f"{service.name:14} {service.endpoint}  {state}")
     return 0
 
 
