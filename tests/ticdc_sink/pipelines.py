@@ -10,9 +10,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 from config.settings import Settings
 from ticdc_sink.verify import verify
@@ -82,7 +81,7 @@ def assert_replicated(settings: Settings, *expected: Path) -> None:
         assert ok, "\n".join(report)
 
 
-def wait_for(condition: Any, what: str, timeout: float = 120) -> None:
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"

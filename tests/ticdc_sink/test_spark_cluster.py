@@ -197,4 +197,5 @@ def test_every_load_runs_in_the_executors_row_exact(
     assert {t["Task End Reason"]["Reason"] for t in tasks} == {"Success"}
     executors = {t["Task Info"]["Executor ID"] for t in tasks}
     assert "driver" not in executors
-    assert len(executors) == WORKERS, f"tasks ran on executors {executors} only"
+    # One executor per worker (a lost one comes back under a new id).
+    assert len(executors) >= WORKERS, f"tasks ran on executors {executors} only"
