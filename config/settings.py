@@ -35,6 +35,8 @@ DEFAULT_GROUP = "ticdc-sink"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_DOWNSTREAM = "mysql://root@127.0.0.1:3306/"
 DEFAULT_SPARK_MASTER = "local[*]"
+# Where Debian's libmariadb-java puts MariaDB Connector/J, which Spark's JDBC loads need.
+DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 DEFAULT_META_DB = "ticdc_sink"
 # Staging limits: past either one, workers pause their partitions until the sink catches up.
 DEFAULT_MAX_STAGED_ROWS = 2_000_000
@@ -339,6 +341,7 @@ class Settings(BaseModel):
     downstream_ssl_cert: str = Field(default=UNSET, description="the URL's ssl-cert, as a setting")
     downstream_ssl_key: str = Field(default=UNSET, description="the URL's ssl-key, as a setting")
     spark_master: str = DEFAULT_SPARK_MASTER
+    jdbc_jar: str = DEFAULT_JDBC_JAR
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
     event_loop: EventLoop = EventLoop.UVLOOP

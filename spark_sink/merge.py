@@ -57,6 +57,8 @@ LOST_CONNECTION_MARKERS = (
     "Could not connect",
     "Connection refused",
 )
+# Spark's words for a load whose executor died under it (a killed JVM, a lost worker).
+LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
 # MySQL errors meaning LOAD DATA LOCAL is turned off on the server or the client.
 LOCAL_INFILE_REFUSED = frozenset({1148, 2068, 3948})
 # Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).
@@ -178,8 +180,15 @@ class Applier:
         if self._spark is None:
             from spark_sink.session import build_spark
 
+            settings = self.settings
+            # The group in the name tells pipelines apart on a shared cluster's pages.
             factory = self._spark_factory or (
-                lambda: build_spark(self.settings.spark_master, pipeline=self.settings.group)
+                lambda: build_spark(
+                    settings.spark_master,
+                    f"ticdc-sink-{settings.group}",
+                    settings.jdbc_jar,
+                    pipeline=settings.group,
+                )
             )
             self._spark = factory()
         return self._spark
@@ -388,6 +397,8 @@ class Applier:
                 raise TransientApplyError(
                     f"Spark load of {item.stage} lost its connection"
                 ) from error
+            if any(marker in str(error) for marker in LOST_EXECUTOR_MARKERS):
+                raise TransientApplyError(f"Spark load of {item.stage} lost an executor") from error
             raise
 
     def _merge(self, cursor: Any, item: _Staged) -> int:

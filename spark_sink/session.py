@@ -1,4 +1,7 @@
-"""The Spark session the sink runs on: UTC everywhere and MariaDB Connector/J on the classpath."""
+"""The Spark session the sink runs on: UTC everywhere and MariaDB Connector/J on the classpath.
+
+The sink is always the driver (client mode); the executors may run anywhere Spark's master puts
+them, in JVMs that see neither the driver's files nor its class path."""
 
 from __future__ import annotations
 
@@ -6,25 +9,43 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from config.errors import ConfigError
+from config.settings import DEFAULT_JDBC_JAR, env_name
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from config.settings import Downstream
 
-# Debian's libmariadb-java puts Connector/J here.
-MARIADB_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
 JDBC_DRIVER = "org.mariadb.jdbc.Driver"
 # Spark's default of 200 shuffle partitions is far too many for micro-batches on a few cores.
 SHUFFLE_PARTITIONS = 4
+# Attempts Spark makes at a task before it fails the job (its default on a cluster is 4).
+TASK_ATTEMPTS = 1
 _UTC_JAVA_OPTIONS = "-Duser.timezone=UTC"
 # The JVM's logging: WARN and above, in the sink's own line format (Spark's default is INFO).
 LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
-def build_spark(master: str, app_name: str = "ticdc-sink", pipeline: str = "-") -> SparkSession:
-    """A Spark session on ``master`` whose JVM, SQL session and JDBC all run in UTC, and whose
-    JVM logs WARN and above only, its lines naming ``pipeline``."""
+def build_spark(
+    master: str,
+    app_name: str = "ticdc-sink",
+    jdbc_jar: str = DEFAULT_JDBC_JAR,
+    pipeline: str = "-",
+) -> SparkSession:
+    """A Spark session on ``master`` whose JVMs, SQL session and JDBC all run in UTC, and whose
+    JVM logs WARN and above only, its lines naming ``pipeline``.
+
+    Connector/J (``jdbc_jar``, a file on the driver's machine) reaches the executors through
+    ``spark.jars``: the driver serves it to them, so a cluster's machines need no copy of their
+    own (an executor class path naming the driver's path would only hold where they share it).
+    """
+    if not Path(jdbc_jar).is_file():
+        raise ConfigError(
+            f"{env_name('jdbc_jar')}={jdbc_jar}: no such file; Spark's JDBC loads need MariaDB "
+            "Connector/J there (Debian: apt-get install libmariadb-java)"
+        )
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("TZ", "UTC")
@@ -35,12 +56,15 @@ def build_spark(master: str, app_name: str = "ticdc-sink", pipeline: str = "-") 
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        .config("spark.jars", MARIADB_JDBC_JAR)
-        .config("spark.driver.extraClassPath", MARIADB_JDBC_JAR)
-        .config("spark.executor.extraClassPath", MARIADB_JDBC_JAR)
+        .config("spark.jars", jdbc_jar)
+        .config("spark.driver.extraClassPath", jdbc_jar)
         .config("spark.driver.extraJavaOptions", java_options)
         .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.sql.session.timeZone", "UTC")
+        # A retried task may have committed its rows once already (its executor lost after the
+        # JDBC commit), doubling them in the staging table: the sink re-runs the batch from an
+        # emptied staging table instead, as on a local master, where Spark never retries.
+        .config("spark.task.maxFailures", str(TASK_ATTEMPTS))
         .config("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
         .config("spark.ui.enabled", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")

@@ -110,10 +110,11 @@ def scratch_db(
 
 @pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[Any]:
-    from spark_sink.session import MARIADB_JDBC_JAR, build_spark
+    from config.settings import DEFAULT_JDBC_JAR
+    from spark_sink.session import build_spark
 
-    if not Path(MARIADB_JDBC_JAR).exists():
-        service_missing("MariaDB Connector/J", FileNotFoundError(MARIADB_JDBC_JAR))
+    if not Path(DEFAULT_JDBC_JAR).exists():
+        service_missing("MariaDB Connector/J", FileNotFoundError(DEFAULT_JDBC_JAR))
     session = build_spark("local[2]", "ticdc-sink-tests")
     yield session
     session.stop()

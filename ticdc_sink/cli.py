@@ -51,7 +51,7 @@ def _services(args: argparse.Namespace) -> int:
     from ticdc_sink.services import services_down, services_status, services_up, state_dir
 
     if args.action == "up":
-        for service, state in services_up(secure=args.secure):
+        for service, state in services_up(secure=args.secure, spark=args.spark_cluster):
             print(f"{service.name:14} {service.endpoint}  {state}")
         if args.secure:
             from ticdc_sink.services.secure import SECURE_ENV
@@ -184,6 +184,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--secure",
         action="store_true",
         help="also TLS/SASL-secured Kafka, MariaDB and Redis (settings: <state dir>/secure.env)",
+    )
+    services.add_argument(
+        "--spark-cluster",
+        action="store_true",
+        help="with up: also a Spark standalone master and two workers (spark://127.0.0.1:7077)",
     )
     services.set_defaults(handler=_services)
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from spark_sink.session import is_local, spark_frame
 
@@ -35,3 +36,12 @@ def test_a_local_master_reads_the_same_rows_from_a_file_as_from_arrow(
         ("f", "tinyint"),
     ]
     assert [tuple(r) for r in from_file.collect()] == [tuple(r) for r in from_arrow.collect()]
+
+
+def test_a_missing_jdbc_jar_is_named_before_spark_starts(tmp_path: Path) -> None:
+    from config.errors import ConfigError
+    from spark_sink.session import build_spark
+
+    missing = tmp_path / "mariadb-java-client.jar"
+    with pytest.raises(ConfigError, match=f"TICDC_SINK_JDBC_JAR={missing}: no such file"):
+        build_spark("local[1]", jdbc_jar=str(missing))

@@ -105,6 +105,10 @@ class LocalService(ABC):
     def command(self) -> list[str]:
         """The foreground command that runs the server (after :meth:`prepare`)."""
 
+    def environment(self) -> dict[str, str]:
+        """Variables the server's process gets on top of this process's environment."""
+        return {}
+
     def prepare(self) -> None:
         """One-time set-up of the data folder before the first start."""
 
@@ -154,6 +158,7 @@ class LocalService(ABC):
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 cwd=self.home,
+                env={**os.environ, **self.environment()},
             )
         self.pid_file.write_text(str(process.pid))
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -1,0 +1,36 @@
+"""Fixtures of the tests that run whole pipelines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from tests.ticdc_sink.pipelines import PROCESS_LOGS, process_logs
+
+
+@pytest.fixture
+def pipeline(
+    settings: Settings,
+    unique: str,
+    redis_client: Any,
+    mariadb_connect: Any,
+    call_failed: Any,
+) -> Iterator[Settings]:
+    """The settings of a pipeline of this test's own (group, topic, meta database), whose Redis
+    keys, databases and process logs are deleted afterwards."""
+    configured = settings.model_copy(
+        update={"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
+    )
+    yield configured
+    if call_failed():
+        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
+    for path in PROCESS_LOGS.glob(f"{unique}-*.log"):
+        path.unlink()
+    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+        redis_client.delete(key)
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")

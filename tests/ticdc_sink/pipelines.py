@@ -1,0 +1,88 @@
+"""Running a pipeline's processes in tests: a worker and a sink as ``python -m ticdc_sink``
+subprocesses of one pipeline, their logs, and checking the downstream against what was expected."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from config.settings import Settings
+from ticdc_sink.verify import verify
+
+# Each spawned process's output, kept so that a failing test can show what its processes said.
+PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+
+
+def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
+    """The environment of a worker or sink of the pipeline ``settings`` names."""
+    return {
+        **os.environ,
+        "TICDC_SINK_GROUP": settings.group,
+        "TICDC_SINK_TOPICS": ",".join(settings.topics),
+        "TICDC_SINK_META_DB": settings.meta_db,
+        "TICDC_SINK_PROTOCOL": protocol,
+        "TICDC_SINK_WEB_PORT": "0",
+        # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
+        "TICDC_SINK_SESSION_TIMEOUT": "6",
+        **extra,
+    }
+
+
+def spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``ticdc-sink COMMAND`` in a session of its own, its output in :data:`PROCESS_LOGS`."""
+    PROCESS_LOGS.mkdir(exist_ok=True)
+    name = f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
+    with (PROCESS_LOGS / name).open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ticdc_sink", command],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def process_logs(group: str, lines: int = 40) -> str:
+    """The last lines of every process a test of pipeline ``group`` spawned."""
+    parts = []
+    for path in sorted(PROCESS_LOGS.glob(f"{group}-*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def pipeline_running(env: dict[str, str]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """One worker and one sink for the duration of the block, stopped (SIGTERM) after it."""
+    processes = [spawn("worker", env), spawn("apply", env)]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def assert_replicated(settings: Settings, *expected: Path) -> None:
+    for state in expected:
+        ok, report = verify(settings, state)
+        assert ok, "\n".join(report)
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
