@@ -1,4 +1,4 @@
-"""Real Kafka, Redis and MariaDB on loopback, installed and started by the project itself."""
+"""Real Kafka, Redis, MariaDB and TiDB on loopback, installed and started by the project itself."""
 
 from ticdc_sink.services.base import LocalService, ServiceState, state_dir
 from ticdc_sink.services.manager import all_services, services_down, services_status, services_up

@@ -6,11 +6,13 @@ from ticdc_sink.services.base import LocalService, ServiceState
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
+from ticdc_sink.services.tidb_server import TiDBService
 
 
 def all_services() -> list[LocalService]:
-    """Every service the project runs against, in start order."""
-    return [RedisService(), MariaDBService(), KafkaService()]
+    """Every service the project runs against, in start order (TiDB last: its first start
+    builds it from source)."""
+    return [RedisService(), MariaDBService(), KafkaService(), TiDBService()]
 
 
 def services_up() -> list[tuple[LocalService, ServiceState]]:
