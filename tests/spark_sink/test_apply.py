@@ -312,14 +312,13 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
     ]
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
-def test_hostile_identifiers_are_quoted(
-    pipeline: Any, mariadb_connect: Any, unique: str, load_data: bool
-) -> None:
+def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: bool) -> None:
     settings, _staging, applier = pipeline
     applier.load_data_local = load_data
     db = f"{unique}; DROP"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
         cursor.execute(
             f"CREATE TABLE `{db}`.`a``b 100%s` (`id``x%d` INT PRIMARY KEY, `v%` VARBINARY(4))"
@@ -337,8 +336,7 @@ def test_hostile_identifiers_are_quoted(
             applier.apply(plan_batch(changes), ts, 0, {})
         assert query(settings, f"SELECT * FROM `{db}`.`a``b 100%s`") == [(8, b"%s\x00")]
     finally:
-        with mariadb_connect() as conn, conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE `{db}`")
+        query(settings, f"DROP DATABASE `{db}`")
 
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
