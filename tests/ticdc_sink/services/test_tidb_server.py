@@ -75,3 +75,23 @@ def test_the_server_runs_unistore_in_the_state_folder(
     assert "--store=unistore" in command
     assert f"--path={tmp_path / 'tidb' / 'data'}" in command
     assert f"-P={TiDBService.endpoint.port}" in command
+
+
+def test_a_machine_without_go_is_told_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ticdc_sink.services import tidb_server
+
+    monkeypatch.setattr(tidb_server.shutil, "which", lambda _name: None)
+    monkeypatch.setattr(tidb_server, "GO_FALLBACK", "/nonexistent/go")
+    with pytest.raises(ServiceError, match=r"install Go >= 1\.21"):
+        tidb_server.find_go()
+
+
+def test_a_built_binary_is_not_built_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from ticdc_sink.services import tidb_server
+
+    monkeypatch.setenv("TICDC_SINK_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(tidb_server, "find_go", lambda: pytest.fail("went to build"))
+    service = TiDBService()
+    service.binary.parent.mkdir(parents=True)
+    service.binary.touch()
+    service.install()
