@@ -5,9 +5,10 @@ writer or by the driver's LOAD DATA LOCAL, deletes by key, INSERT ... SELECT ...
 UPDATE and the checkpoint in one transaction) and, in the same run, of raw PyMySQL multi-row
 ``INSERT ... ON DUPLICATE KEY UPDATE`` of the same rows, plus the fixed cost of a 10-row batch.
 Targets: ratio >= 1.0; a 10-row batch under 300 ms.
-Needs `ticdc-sink services up`.
+Needs `ticdc-sink services up`; ``--downstream`` points both at another server (the local TiDB:
+``mysql://root@127.0.0.1:4000/``).
 
-    python -m benchmarks.bench_apply [--rows N]
+    python -m benchmarks.bench_apply [--rows N] [--downstream mysql://USER@HOST:PORT/]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import argparse
 import time
 from typing import Any
 
-from config.settings import load_settings
+from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from spark_sink.downstream import connect
 from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch
@@ -60,8 +61,9 @@ def reset(settings: Any, base: list[dict[str, Any]]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
+    add_downstream_option(parser)
     args = parser.parse_args()
-    settings = load_settings().model_copy(update={"group": "bench-apply"})
+    settings = settings_for(args.downstream).model_copy(update={"group": "bench-apply"})
     base = [r.new or r.old or {} for r in make_rows(args.rows, seed=1)]
     base = [dict(row, id=i) for i, row in enumerate(base)]
     changes = [
@@ -102,6 +104,7 @@ def main() -> None:
         applier.apply(plan_batch(small), small[-1].commit_ts + attempt, 0, {})
         costs.append(time.perf_counter() - start)
 
+    print(f"downstream {settings.downstream} ({server_version(settings)})")
     print(
         f"{len(changes)} changes (inserts/updates/deletes, 10 columns) on a {len(base)}-row table"
     )

@@ -1,4 +1,4 @@
-"""Sustained replication through Kafka, one worker, Redis and the sink into MariaDB.
+"""Sustained replication through Kafka, one worker, Redis and the sink into the downstream.
 
 Two phases on a fresh topic each, plus the raw baseline, in one run:
 1. throughput: the sink starts (Spark up, leading), a backlog of N transactions is produced, then
@@ -7,9 +7,11 @@ Two phases on a fresh topic each, plus the raw baseline, in one run:
 2. lag: transactions are produced live (commit ts = now) at half the measured throughput; once the
    sink has caught up with the start-up backlog, the replication lag (now - the applied resolved
    ts) is sampled every 0.2 s for D seconds: p50, p99.
-Baseline: raw PyMySQL multi-row upserts of the same final rows. Also the peak RSS of each process.
+Baseline: raw PyMySQL multi-row upserts of the same final rows into the same server. Also the peak
+RSS of each process. ``--downstream`` writes into another server than the settings' (MariaDB).
 
     python -m benchmarks.bench_e2e [--transactions N] [--seconds D] [--repeat R]
+        [--downstream mysql://USER@HOST:PORT/]
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from config.settings import Settings, load_settings
+from benchmarks.downstream import add_downstream_option, server_version, settings_for
+from config.settings import Settings
 from spark_sink.downstream import CheckpointWatch, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
@@ -215,10 +218,11 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=4_000)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--repeat", type=int, default=3, help="best of R throughput runs")
+    add_downstream_option(parser)
     args = parser.parse_args()
-    settings = load_settings()
+    settings = settings_for(args.downstream)
     # Best of R for both sides: neighbours on a shared machine only ever slow a run down. The
-    # sides alternate, so that both meet MariaDB's background flushing after a run alike.
+    # sides alternate, so that both meet the server's background flushing after a run alike.
     runs, raws = [], []
     try:
         for _ in range(args.repeat):
@@ -232,6 +236,7 @@ def main() -> None:
     p50 = statistics.median(samples) if samples else float("nan")
     p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
+    print(f"downstream {settings.downstream} ({server_version(settings)})")
     print(f"{'measure':46} {'value':>12}")
     print(f"{'sustained end-to-end row changes/s':46} {rate:12,.0f}")
     print(f"{'raw PyMySQL multi-row upsert rows/s':46} {baseline:12,.0f}")

@@ -25,6 +25,7 @@ from pymysql.converters import escape_string
 
 from config.errors import ApplyError, TransientApplyError
 from config.settings import Settings
+from spark_sink.dialect import Dialect, server_dialect
 from spark_sink.downstream import (
     CheckpointTable,
     Column,
@@ -151,6 +152,8 @@ class Applier:
         self._spark: Any = None
         self._conn: Any = None
         self._layouts: dict[tuple[str, str], list[Column]] = {}
+        # The server's ways (MariaDB, MySQL, TiDB), read on connecting.
+        self.dialect: Dialect | None = None
         # Small loads use LOAD DATA LOCAL; cleared (INSERT from then on) when the server refuses
         # it, as MySQL 8 does by default.
         self.load_data_local = True
@@ -163,6 +166,7 @@ class Applier:
         if self._conn is None or not self._conn.open:
             self._conn = connect(self.settings, local_infile=self.load_data_local)
             with self._conn.cursor() as cursor:
+                self.dialect = server_dialect(cursor)
                 self.checkpoint.create(cursor)
                 # Multi-table DELETE resolves its alias list in the current database.
                 cursor.execute(f"USE {quote(self.settings.meta_db)}")
@@ -385,6 +389,8 @@ class Applier:
 
     def _write_jdbc(self, item: _Staged, frame: Any) -> None:
         options = jdbc_options(self.settings.downstream, self.settings.meta_db)
+        if self.dialect is not None:
+            options.update(self.dialect.spark_write_options())
         try:
             (
                 frame.write.format("jdbc")

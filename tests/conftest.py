@@ -96,6 +96,30 @@ def mariadb_connect(settings: Settings) -> Callable[..., pymysql.connections.Con
     return connect
 
 
+@pytest.fixture(scope="session")
+def tidb_settings(settings: Settings) -> Settings:
+    """The settings with the local TiDB (`ticdc-sink services up` starts it) as the downstream."""
+    from config.settings import Downstream
+    from ticdc_sink.services.tidb_server import TiDBService
+
+    address = f"mysql://root@{TiDBService.endpoint}/"
+    return settings.model_copy(update={"downstream": Downstream.parse(address)})
+
+
+@pytest.fixture(scope="session")
+def tidb_connect(tidb_settings: Settings) -> Callable[..., pymysql.connections.Connection]:
+    """A factory of PyMySQL connections to the local TiDB, in UTC, autocommit on."""
+
+    def connect(**kwargs: Any) -> pymysql.connections.Connection:
+        return downstream_connect(tidb_settings, autocommit=True, **kwargs)
+
+    try:
+        connect().close()
+    except pymysql.MySQLError as exc:
+        service_missing("TiDB", exc)
+    return connect
+
+
 @pytest.fixture
 def scratch_db(
     mariadb_connect: Callable[..., pymysql.connections.Connection], unique: str

@@ -27,9 +27,33 @@ TP = TopicPartition("topic", 0)
 TS = 449_000_000_000_000_000
 
 
+# The servers the sink is checked against: MariaDB, the settings' downstream, and a real TiDB.
+ON_EVERY_SERVER = pytest.mark.parametrize("downstream_settings", ["mariadb", "tidb"], indirect=True)
+
+
 @pytest.fixture
-def pipeline(settings: Settings, unique: str, redis_client: Any) -> Any:
-    configured = settings.model_copy(update={"group": unique, "meta_db": f"{unique}_meta"})
+def downstream_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """The settings of the server a test applies to: MariaDB unless parametrized with TiDB."""
+    if getattr(request, "param", "mariadb") == "tidb":
+        request.getfixturevalue("tidb_connect")  # fails under CI when TiDB does not answer
+        tidb: Settings = request.getfixturevalue("tidb_settings")
+        return tidb
+    return settings
+
+
+@pytest.fixture
+def scratch_db(downstream_settings: Settings, unique: str) -> Any:
+    """A database of its own on the test's server, dropped afterwards."""
+    query(downstream_settings, f"CREATE DATABASE `{unique}`")
+    yield unique
+    query(downstream_settings, f"DROP DATABASE IF EXISTS `{unique}`")
+
+
+@pytest.fixture
+def pipeline(downstream_settings: Settings, unique: str, redis_client: Any) -> Any:
+    configured = downstream_settings.model_copy(
+        update={"group": unique, "meta_db": f"{unique}_meta"}
+    )
     staging = Staging(redis_client, unique)
     staging.set_partition_count("topic", 1)
     applier = Applier(configured)
@@ -86,6 +110,7 @@ def _types_columns() -> dict[str, Any]:
     }
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("path", ["load-data", "insert", "spark"])
 def test_every_type_round_trips(
     pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
@@ -140,6 +165,7 @@ def _keyed_table(settings: Settings, db: str, name: str = "t") -> None:
     )
 
 
+@ON_EVERY_SERVER
 def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db: str) -> None:
     settings, staging, applier = pipeline
     _keyed_table(settings, scratch_db)
@@ -173,6 +199,7 @@ def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db:
     assert staging.staged_totals()[0] == 0  # trimmed
 
 
+@ON_EVERY_SERVER
 def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, applier = pipeline
     query(settings, f"CREATE TABLE `{scratch_db}`.`nokey` (a INT, b VARCHAR(5))")
@@ -190,6 +217,7 @@ def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
     assert query(settings, f"SELECT a, b FROM `{scratch_db}`.`nokey`") == [(1, "y")]
 
 
+@ON_EVERY_SERVER
 def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
     settings, staging, applier = pipeline
     feed = Feed(staging)
@@ -215,6 +243,7 @@ def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`d`") == [(2,)]
 
 
+@ON_EVERY_SERVER
 def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, applier = pipeline
     _keyed_table(settings, scratch_db)
@@ -238,6 +267,7 @@ def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> No
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == once == [(2, 1, "b")]
 
 
+@ON_EVERY_SERVER
 def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, applier = pipeline
     _keyed_table(settings, scratch_db)
@@ -266,6 +296,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(2, 2, "b")]
 
 
+@ON_EVERY_SERVER
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
     through = settings.model_copy(update={"spark_min_rows": 0})
@@ -281,14 +312,13 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
     ]
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
-def test_hostile_identifiers_are_quoted(
-    pipeline: Any, mariadb_connect: Any, unique: str, load_data: bool
-) -> None:
+def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: bool) -> None:
     settings, _staging, applier = pipeline
     applier.load_data_local = load_data
     db = f"{unique}; DROP"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
         cursor.execute(
             f"CREATE TABLE `{db}`.`a``b 100%s` (`id``x%d` INT PRIMARY KEY, `v%` VARBINARY(4))"
@@ -306,8 +336,7 @@ def test_hostile_identifiers_are_quoted(
             applier.apply(plan_batch(changes), ts, 0, {})
         assert query(settings, f"SELECT * FROM `{db}`.`a``b 100%s`") == [(8, b"%s\x00")]
     finally:
-        with mariadb_connect() as conn, conn.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE `{db}`")
+        query(settings, f"DROP DATABASE `{db}`")
 
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
@@ -354,6 +383,7 @@ def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -
     assert other.acquire()
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
 def test_a_value_the_column_cannot_hold_fails_the_batch(
     pipeline: Any, scratch_db: str, load_data: bool

@@ -141,3 +141,25 @@ def test_redis_is_ready_only_once_it_answers_pong() -> None:
         assert not loading.ready()
         server.join(timeout=5)
         assert received == [b"PING\r\n"]
+
+
+def test_tidb_runs_sql_and_keeps_unsigned_bigint_and_microseconds(
+    tidb_connect: Any, unique: str
+) -> None:
+    stamp = dt.datetime(2024, 2, 29, 23, 59, 59, 999999)
+    with tidb_connect() as conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), @@session.time_zone")
+        version, zone = cur.fetchone()
+        assert "TiDB" in version and zone == "+00:00"
+        cur.execute(f"CREATE DATABASE `{unique}`")
+        try:
+            cur.execute(
+                f"CREATE TABLE `{unique}`.t (id BIGINT UNSIGNED PRIMARY KEY, at DATETIME(6))"
+            )
+            cur.execute(f"INSERT INTO `{unique}`.t VALUES (%s, %s)", (MAX_UNSIGNED_BIGINT, stamp))
+            cur.execute(f"SELECT id, at FROM `{unique}`.t")
+            assert cur.fetchone() == (MAX_UNSIGNED_BIGINT, stamp)
+            cur.execute("SELECT tidb_version()")
+            assert "Store: unistore" in cur.fetchone()[0]
+        finally:
+            cur.execute(f"DROP DATABASE `{unique}`")

@@ -8,12 +8,14 @@ from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
 from ticdc_sink.services.secure import secure_services, write_secure_env
 from ticdc_sink.services.spark import spark_cluster
+from ticdc_sink.services.tidb_server import TiDBService
 
 
 def all_services(secure: bool = False, spark: bool = False) -> list[LocalService]:
-    """Every service the project runs against, in start order; ``secure`` adds the secured
-    variants (beside the plain ones, on their own ports), ``spark`` the Spark cluster."""
-    plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
+    """Every service the project runs against, in start order (TiDB after the plain ones: its
+    first start builds it from source); ``secure`` adds the secured variants (beside the plain
+    ones, on their own ports), ``spark`` the Spark cluster."""
+    plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService(), TiDBService()]
     return plain + (secure_services() if secure else []) + (spark_cluster() if spark else [])
 
 

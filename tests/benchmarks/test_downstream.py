@@ -1,0 +1,37 @@
+"""The benchmarks' ``--downstream`` option."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import pytest
+
+from benchmarks.downstream import DOWNSTREAM_ENV, add_downstream_option, settings_for
+from config.errors import ConfigError
+from config.settings import DEFAULT_DOWNSTREAM
+
+
+def test_a_given_downstream_reaches_the_settings_and_the_processes_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Recorded by monkeypatch, so what settings_for writes is undone after the test.
+    monkeypatch.setenv(DOWNSTREAM_ENV, DEFAULT_DOWNSTREAM)
+    parser = argparse.ArgumentParser()
+    add_downstream_option(parser)
+    args = parser.parse_args(["--downstream", "mysql://bench:s3cret@127.0.0.1:4000/"])
+    settings = settings_for(args.downstream)
+    assert (settings.downstream.user, settings.downstream.port) == ("bench", 4000)
+    assert settings.downstream.password.get_secret_value() == "s3cret"
+    assert os.environ[DOWNSTREAM_ENV] == "mysql://bench:s3cret@127.0.0.1:4000/"
+
+
+def test_without_one_the_settings_downstream_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DOWNSTREAM_ENV, "mysql://root@127.0.0.1:3307/")
+    assert settings_for(None).downstream.port == 3307
+
+
+def test_a_bad_downstream_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DOWNSTREAM_ENV, DEFAULT_DOWNSTREAM)
+    with pytest.raises(ConfigError, match=DOWNSTREAM_ENV):
+        settings_for("postgres://127.0.0.1/")
