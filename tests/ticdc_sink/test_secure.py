@@ -29,6 +29,7 @@ from spark_sink.downstream import connect as downstream_connect
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from tests.conftest import missing
+from ticdc_sink.cli import EXIT_BAD_INPUT
 from ticdc_sink.services.base import state_dir
 from ticdc_sink.services.certificates import make_authority
 from ticdc_sink.services.secure import SECURE_ENV
@@ -197,7 +198,7 @@ def test_replicates_end_to_end_through_the_secured_services_and_never_shows_a_se
     # recover, too, reaches all three (the group's offsets over SASL_SSL); the stopped worker's
     # group membership may take a moment to end.
     deadline = time.monotonic() + 60
-    while (recovered := _run("recover", env=secure_pipeline)).returncode != 0:
+    while (recovered := _run("recover", "--yes", env=secure_pipeline)).returncode != 0:
         assert "still consume" in recovered.stderr, recovered.stderr
         assert time.monotonic() < deadline, recovered.stderr
         time.sleep(2)
@@ -273,7 +274,8 @@ def test_a_wrong_ca_password_or_plaintext_fails_at_start_naming_the_setting(
     started = time.monotonic()
     result = _run("status", env={**env, **_blank_unset(env)}, timeout=60)
     lines = result.stderr.strip().splitlines()
-    assert result.returncode == 1, result.stdout + result.stderr
+    # A setting that does not reach its service is bad input, as a malformed one is.
+    assert result.returncode == EXIT_BAD_INPUT, result.stdout + result.stderr
     assert len(lines) == 1, result.stderr
     assert named in lines[0]
     assert "Traceback" not in result.stderr
