@@ -50,6 +50,9 @@ DEFAULT_SPARK_MIN_ROWS = 50_000
 DEFAULT_SESSION_TIMEOUT_S = 30.0
 # Faust's own default web port; 0 turns the worker's status page off.
 DEFAULT_WEB_PORT = 6066
+# How long a starting worker or sink waits for Redis, Kafka and the downstream to answer: long
+# enough for services started beside it (Kafka takes ~10 s), short enough to notice a wrong address.
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -71,6 +74,21 @@ class OnError(StrEnum):
 
     DEADLETTER = "deadletter"
     HALT = "halt"
+
+
+class OnDDLError(StrEnum):
+    """What the sink does with a DDL the downstream refuses."""
+
+    STOP = "stop"
+    SKIP = "skip"
+
+
+class OnSchemaDrift(StrEnum):
+    """What the sink does with changes to a table or column the downstream does not have."""
+
+    STOP = "stop"
+    # Drop what the downstream has no place for, counted in a metric.
+    IGNORE = "ignore"
 
 
 class EventLoop(StrEnum):
@@ -143,6 +161,19 @@ class Settings(BaseModel):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     routes: str = ""
     skip_tables: str = ""
+    startup_timeout: float = Field(
+        default=DEFAULT_STARTUP_TIMEOUT_S,
+        ge=0.0,
+        description="seconds a starting worker or sink waits for Redis, Kafka and the downstream",
+    )
+    on_ddl_error: OnDDLError = Field(
+        default=OnDDLError.STOP, description="stop, or skip a DDL the downstream refuses"
+    )
+    on_schema_drift: OnSchemaDrift = Field(
+        default=OnSchemaDrift.STOP,
+        description="stop, or ignore (count and drop) changes the downstream has no table "
+        "or column for",
+    )
 
     @field_validator("kafka")
     @classmethod

@@ -35,6 +35,7 @@ from spark_sink.downstream import (
     table_name,
     with_retries,
 )
+from spark_sink.drift import missing_columns, missing_table
 from spark_sink.plan import TablePlan
 from spark_sink.routing import Router
 from spark_sink.session import jdbc_options, spark_frame
@@ -148,6 +149,8 @@ class Applier:
         self._spark: Any = None
         self._conn: Any = None
         self._layouts: dict[tuple[str, str], list[Column]] = {}
+        # Every downstream column's name, generated ones too (they are no drift).
+        self._names: dict[tuple[str, str], frozenset[str]] = {}
         # Small loads use LOAD DATA LOCAL; cleared (INSERT from then on) when the server refuses
         # it, as MySQL 8 does by default.
         self.load_data_local = True
@@ -166,7 +169,7 @@ class Applier:
             self._conn.commit()
         return self._conn
 
-    def _drop_connection(self) -> None:
+    def drop_connection(self) -> None:
         if self._conn is not None:
             # The connection is already broken or mid-transaction: nothing to save.
             with contextlib.suppress(Exception):
@@ -184,6 +187,7 @@ class Applier:
     def forget_layouts(self) -> None:
         """Drop cached table layouts (after a DDL)."""
         self._layouts.clear()
+        self._names.clear()
 
     # --- applying ------------------------------------------------------------------------------
 
@@ -196,7 +200,7 @@ class Applier:
             try:
                 return self._apply_once(plans, resolved_ts, epoch, offsets)
             except Exception:
-                self._drop_connection()
+                self.drop_connection()
                 raise
 
         return with_retries(attempt, f"batch up to {resolved_ts}")
@@ -240,9 +244,13 @@ class Applier:
         schema, table = routed
         columns = self._layouts.get(routed)
         if columns is None:
-            columns = self._layouts[routed] = [
-                c for c in table_columns(cursor, schema, table) if not c.generated
-            ]
+            every = table_columns(cursor, schema, table)
+            if not every:
+                missing_table(self.settings, plan, f"{schema}.{table}")
+                return None
+            self._names[routed] = frozenset(c.name for c in every)
+            columns = self._layouts[routed] = [c for c in every if not c.generated]
+        missing_columns(self.settings, plan, f"{schema}.{table}", self._names[routed])
         present = {c.name for c in columns}
         keyed = plan.has_key and all(k in present for k in plan.key_columns)
         indexed = None if plan.has_key else self._probe_columns(plan, columns)

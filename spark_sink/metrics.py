@@ -32,3 +32,16 @@ def record_batch(pipeline: str, changes: int, merged: int, seconds: float, check
     BATCH_SECONDS.labels(pipeline).observe(seconds)
     CHECKPOINT.labels(pipeline).set(tso_seconds(checkpoint))
     LAG.labels(pipeline).set(max(0.0, time.time() - tso_seconds(checkpoint)))
+
+
+DDL_SKIPPED = Counter(
+    "ticdc_sink_ddl_skipped_total",
+    "DDL not run downstream: refused under TICDC_SINK_ON_DDL_ERROR=skip, or by `skip-ddl`",
+    ["pipeline", "reason"],
+)
+SCHEMA_DRIFT_DROPPED = Counter(
+    "ticdc_sink_schema_drift_dropped_total",
+    "Values dropped under TICDC_SINK_ON_SCHEMA_DRIFT=ignore: one per row and missing column "
+    "(column '' for rows of a missing table)",
+    ["pipeline", "table", "column"],
+)
