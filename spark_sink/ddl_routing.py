@@ -86,9 +86,13 @@ def _parsed_names(query: str, statement: exp.Expr) -> list[NameRef]:
     kind = str(statement.args.get("kind") or "").upper()
     refs = []
     for table in statement.find_all(exp.Table):
-        drop = table.find_ancestor(exp.Drop)
-        if drop is not None and str(drop.args.get("kind") or "").upper() not in _DROPS_OF_NAMES:
-            continue
+        drop = table.parent
+        if (
+            isinstance(drop, exp.Drop)
+            and table in (drop.args.get("tables") or ())
+            and str(drop.args.get("kind") or "").upper() not in _DROPS_OF_NAMES
+        ):
+            continue  # the name of an index, key or constraint being dropped
         parts = [p for p in (table.args.get("db"), table.this) if isinstance(p, exp.Identifier)]
         if not parts or any("start" not in p.meta for p in parts):
             raise DDLError(f"cannot route the DDL: sqlglot gave no position for a name: {query}")

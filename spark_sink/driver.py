@@ -74,10 +74,11 @@ class Sink:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
         checkpoint = self.checkpoint()
         self._check_lineage(checkpoint.resolved_ts)
+        after = self._release_after(checkpoint)
         resolved = self.staging.global_resolved_ts()
-        if resolved is None or resolved <= checkpoint.resolved_ts:
+        if resolved is None or resolved <= after:
             return checkpoint.resolved_ts
-        released = self.staging.release(checkpoint.resolved_ts, resolved)
+        released = self.staging.release(after, resolved)
         steps = planned_batches(released, self.settings.batch_rows, resolved)
         # A thread reads and plans the next batch while this one is applied (the apply mostly
         # waits on the downstream): one batch applied, one planned, one being read.
@@ -88,6 +89,15 @@ class Sink:
                 self._flush(step)
         self.staging.trim(resolved)
         return resolved
+
+    def _release_after(self, checkpoint: Checkpoint) -> int:
+        """The commit ts after which changes are released: the checkpoint, or just before it
+        when the DDL at the checkpoint has not run (the batch before a DDL commits up to the
+        DDL's ts; then the DDL failed, or the sink died before it)."""
+        at = checkpoint.resolved_ts
+        if at and checkpoint.ddl_ts < at and self.staging.has_ddl_at(at):
+            return at - 1
+        return at
 
     def _check_lineage(self, checkpoint: int) -> None:
         """Stop if Redis lost its data: the workers' committed Kafka offsets have moved past
