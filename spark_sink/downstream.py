@@ -14,13 +14,18 @@ import pymysql
 
 from config.errors import ApplyError, DDLError, TransientApplyError
 from config.settings import Settings
+from streams.outage import Outage
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
+# One per process, as a process has one downstream: each outage is logged once, whoever meets it.
+DOWNSTREAM_OUTAGE = Outage("the downstream", log)
 
-# MySQL errors that mean a retry may succeed: lost or refused connections, deadlocks, lock waits,
-# too many connections, a server shutting down (1053) or killing connections (MariaDB's 1927).
-TRANSIENT_ERRORS = frozenset({1040, 1053, 1205, 1213, 1927, 2002, 2003, 2006, 2013, 2055})
+# MySQL errors that mean the server or the connection to it is away for now: refused or lost
+# connections, too many connections, a server shutting down (1053) or killing them (MariaDB 1927).
+CONNECTION_ERRORS = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055})
+# MySQL errors that mean a retry may succeed: the above, deadlocks and lock waits.
+TRANSIENT_ERRORS = CONNECTION_ERRORS | {1205, 1213}
 # DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
 # exists / does not exist, duplicate column or key name, can't drop a missing column or key.
 ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
@@ -75,18 +80,34 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
+def is_connection_error(error: BaseException) -> bool:
+    """Whether ``error`` means the downstream (or the way to it) is away for now."""
+    if isinstance(error, TransientApplyError | pymysql.err.InterfaceError):
+        return True
+    if isinstance(error, pymysql.err.OperationalError):
+        return bool(error.args) and error.args[0] in CONNECTION_ERRORS
+    return False
+
+
 def with_retries(action: Callable[[], T], what: str) -> T:
-    """Run ``action``, retrying transient errors with exponential backoff."""
+    """Run ``action``, retrying transient errors with exponential backoff; a downstream that
+    stays away longer raises to the caller (the sink's loop waits on)."""
     delay = RETRY_FIRST_DELAY_S
     for attempt in range(1, RETRY_ATTEMPTS + 1):
         try:
-            return action()
+            result = action()
         except Exception as error:
             if not is_transient(error) or attempt == RETRY_ATTEMPTS:
                 raise
-            log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
+            if is_connection_error(error):
+                DOWNSTREAM_OUTAGE.failed(error, what)
+            else:
+                log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
             time.sleep(delay)
             delay *= 2
+            continue
+        DOWNSTREAM_OUTAGE.answered()
+        return result
     raise AssertionError("unreachable")
 
 

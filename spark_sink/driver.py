@@ -20,6 +20,7 @@ from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.ddl_routing import route_ddl
 from spark_sink.ddl_text import is_database_ddl
 from spark_sink.downstream import (
+    DOWNSTREAM_OUTAGE,
     Checkpoint,
     connect,
     execute_ddl,
@@ -240,7 +241,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         if not redis_outage.ongoing:
             log.info("another sink leads pipeline %s; standing by", settings.group)
         time.sleep(lock.lease_ms / 3000)
-    lost = lock.keep_alive()
+    lost = lock.keep_alive(redis_outage)
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
@@ -254,7 +255,6 @@ def _lead(
 ) -> int:
     """Apply round after round, riding out Redis and downstream outages, until the lease is
     lost to another sink (or after one round, with ``once``)."""
-    downstream_outage = Outage(f"the downstream {sink.settings.downstream}", log)
     last = None
     delay = RETRY_FIRST_S
     while True:
@@ -272,12 +272,12 @@ def _lead(
             if not is_transient(error):
                 raise
             sink.applier.drop_connection()
-            downstream_outage.failed(error, "applying")
+            DOWNSTREAM_OUTAGE.failed(error, "applying")
             time.sleep(delay)
             delay = next_delay(delay)
             continue
         redis_outage.answered()
-        downstream_outage.answered()
+        DOWNSTREAM_OUTAGE.answered()
         delay = RETRY_FIRST_S
         if lost():
             # A newer leader exists; the epoch check already refused any late commit.

@@ -70,11 +70,12 @@ class LeaderLock:
             return True
         return False
 
-    def keep_alive(self) -> threading.Event:
+    def keep_alive(self, outage: Outage | None = None) -> threading.Event:
         """Renew the lease from a background thread (a long batch or Spark's start must not
-        let it lapse); the returned event is set when another sink holds the lease."""
+        let it lapse); the returned event is set when another sink holds the lease. ``outage``:
+        the process's Redis outage, so that one outage is logged once."""
         lost = threading.Event()
-        outage = Outage("Redis", log)
+        outage = outage or Outage("Redis", log)
 
         def beat() -> None:
             wait = self.lease_ms / 3000
