@@ -245,12 +245,12 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
-        return _lead(sink, lock, lost.is_set, redis_outage, once)
+        return lead(sink, lock, lost.is_set, redis_outage, once)
     finally:
         lock.release()
 
 
-def _lead(
+def lead(
     sink: Sink, lock: LeaderLock, lost: Callable[[], bool], redis_outage: Outage, once: bool
 ) -> int:
     """Apply round after round, riding out Redis and downstream outages, until the lease is
