@@ -202,3 +202,19 @@ def test_rows_of_a_table_missing_downstream_stop_the_sink(pipeline: Any, unique:
         sink_for(settings, staging).run_once()
     skipping = sink_for(settings, staging, skip_tables=f"{database}.never_created")
     assert skipping.run_once() == last
+
+
+def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> None:
+    from ticdc_sink.cli import main
+
+    settings, staging, upstream = pipeline
+    database = f"{unique}_up"
+    applied = upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
+    assert sink_for(settings, staging).run_once() == applied
+    env = {"TICDC_SINK_GROUP": unique, "TICDC_SINK_META_DB": settings.meta_db}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in env.items():
+            patch.setenv(name, value)
+        assert main(["skip-ddl", "--ts", str(applied)]) == 1
+        assert main(["skip-ddl", "--ts", "0"]) == 1
+        assert main(["skip-ddl", "--ts", str(applied + 1)]) == 0
