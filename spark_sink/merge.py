@@ -196,14 +196,31 @@ class Applier:
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
 
+        retried = False
+
         def attempt() -> int:
+            nonlocal retried
             try:
+                # A connection lost while committing leaves the commit in doubt (a server
+                # killed after writing it): re-running a committed batch would add a key-less
+                # table's rows twice, so a retry first asks the checkpoint.
+                if retried and self.committed_upto(resolved_ts):
+                    return 0
+                retried = True
                 return self._apply_once(plans, resolved_ts, epoch, offsets)
             except Exception:
                 self.drop_connection()
                 raise
 
         return with_retries(attempt, f"batch up to {resolved_ts}")
+
+    def committed_upto(self, resolved_ts: int) -> bool:
+        """Whether the downstream checkpoint has reached ``resolved_ts``."""
+        conn = self.connection()
+        with conn.cursor() as cursor:
+            found = self.checkpoint.read(cursor)
+        conn.commit()
+        return found is not None and found.resolved_ts >= resolved_ts
 
     def _apply_once(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]

@@ -19,6 +19,7 @@ from streams.staging import Staging
 pytestmark = pytest.mark.integration
 
 SINK_LOG = logging.getLogger("ticdc_sink.sink")
+TS = 449_200_000_000_000_000
 
 
 @pytest.fixture
@@ -55,3 +56,35 @@ def test_a_sink_whose_lease_another_sink_took_stops(
     lock = LeaderLock(redis_client, staging.key("sink-leader"))
     assert lock.acquire()
     assert lead(sink, lock, lambda: True, Outage("Redis", SINK_LOG), once=False) == 1
+
+
+def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(
+    pipeline: Settings, scratch_db: str
+) -> None:
+    import pymysql
+
+    from spark_sink.plan import plan_batch
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.nokey (a INT, b VARCHAR(8))")
+    columns = {"a": column_type(3, int(ColumnFlag.NULLABLE)), "b": column_type(15, 0)}
+    rows = [
+        RowChange(TS, scratch_db, "nokey", Op.INSERT, columns, {"a": i, "b": "x"}, None)
+        for i in range(3)
+    ]
+    applier = Applier(pipeline)
+    lost_once = []
+
+    def commit_then_lose_the_reply() -> None:
+        # As a server killed after it wrote the commit: done, but the client hears nothing.
+        if not lost_once:
+            lost_once.append(True)
+            applier.connection().commit()
+            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server")
+
+    applier.before_commit = commit_then_lose_the_reply
+    applier.apply(plan_batch(rows), TS, 0, {})
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.nokey")
+        assert cursor.fetchone() == (3,)
