@@ -560,6 +560,7 @@ async def _until_done(
     """``action``'s result once it succeeds, backing off while it fails with ``transient``
     errors (re-raised once the worker is stopping); ``outage`` logs once per outage."""
     delay = RETRY_FIRST_S
+    failed = False
     while True:
         try:
             result = await action()
@@ -567,10 +568,14 @@ async def _until_done(
             if app.should_stop:
                 raise
             outage.failed(error, what)
+            failed = True
             await asyncio.sleep(delay)
             delay = next_delay(delay)
             continue
-        outage.answered()
+        if failed:
+            # Only an action that failed and now succeeds has shown the service is back: one
+            # that never needed it (decoding without a schema lookup) shows nothing.
+            outage.answered()
         return result
 
 

@@ -244,12 +244,16 @@ def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
         time.sleep(0.25)
 
 
-def _sigkill_and_restart(service: Any, down_for: float) -> None:
+def _sigkill(service: Any) -> None:
     pid = service.our_pid()
     if pid is None:
         pytest.fail(f"{service.name} must be started by `ticdc-sink services up` to be killed")
     os.kill(pid, signal.SIGKILL)
     _wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
+
+
+def _sigkill_and_restart(service: Any, down_for: float) -> None:
+    _sigkill(service)
     time.sleep(down_for)
     service.up()
 
@@ -504,9 +508,11 @@ def test_the_pipeline_rides_out_redis_kafka_and_mariadb_restarts(
     with _pipeline_running(env) as processes:
         pids = [p.pid for p in processes]
         _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "data flowing")
-        _sigkill_and_restart(RedisService(), down_for=2.0)
-        # New data reaches the worker, then its broker goes away mid-stream.
+        # New data reaches the worker while Redis is away: it must hold it until Redis is back.
+        _sigkill(RedisService())
         _, final = _second_workload(pipeline, second_schema, 22, final, states[1])
+        time.sleep(1.0)
+        RedisService().up()
         _sigkill_and_restart(KafkaService(), down_for=2.0)
         _, final = _second_workload(pipeline, third_schema, 23, final, states[2])
         _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "MariaDB answering")
