@@ -103,6 +103,9 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
         assert part in message
     assert tables_of(settings, settings.meta_db) == {"checkpoint"}
     assert sink.checkpoint().ddl_ts == 0
+    # A restart meets it again (the batch before it committed up to its ts): never lost.
+    with pytest.raises(DDLError):
+        sink_for(settings, staging).run_once()
     # The operator skips it: recorded in the checkpoint, counted, and the sink goes on.
     before = skipped(unique, "skip-ddl")
     assert str(ts) in request_skip_ddl(settings, ts)
