@@ -88,3 +88,15 @@ class ApplyError(TicdcSinkError):
 class TransientApplyError(ApplyError):
     """A step of applying a batch failed in a way a retry may fix (a Spark load whose JDBC
     connections were cut, say): the batch is retried from its staging load."""
+
+
+class DDLError(ApplyError):
+    """A DDL cannot be made to run downstream, or the downstream refused it."""
+
+
+class SchemaDriftError(ApplyError):
+    """The upstream's changes name a table or column the downstream does not have."""
+
+
+class UnreachableError(ServiceError):
+    """A service was still not reachable when the startup timeout ran out."""

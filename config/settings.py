@@ -84,6 +84,9 @@ DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
 # A text or secret setting left empty is not set (a file path, a user name, a password).
 UNSET = ""
 NO_SECRET = SecretStr(UNSET)
+# How long a starting worker or sink waits for Redis, Kafka and the downstream to answer: long
+# enough for services started beside it (Kafka takes ~10 s), short enough to notice a wrong address.
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
 
 _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
@@ -106,6 +109,21 @@ class OnError(StrEnum):
 
     DEADLETTER = "deadletter"
     HALT = "halt"
+
+
+class OnDDLError(StrEnum):
+    """What the sink does with a DDL the downstream refuses."""
+
+    STOP = "stop"
+    SKIP = "skip"
+
+
+class OnSchemaDrift(StrEnum):
+    """What the sink does with changes to a table or column the downstream does not have."""
+
+    STOP = "stop"
+    # Drop what the downstream has no place for, counted in a metric.
+    IGNORE = "ignore"
 
 
 class EventLoop(StrEnum):
@@ -376,6 +394,19 @@ class Settings(BaseModel):
         default=None,
         description="mysql:// address of the upstream TiDB: handle-key-only rows are read "
         "there by a snapshot read; unset, they are dead-lettered",
+    )
+    startup_timeout: float = Field(
+        default=DEFAULT_STARTUP_TIMEOUT_S,
+        ge=0.0,
+        description="seconds a starting worker or sink waits for Redis, Kafka and the downstream",
+    )
+    on_ddl_error: OnDDLError = Field(
+        default=OnDDLError.STOP, description="stop, or skip a DDL the downstream refuses"
+    )
+    on_schema_drift: OnSchemaDrift = Field(
+        default=OnSchemaDrift.STOP,
+        description="stop, or ignore (count and drop) changes the downstream has no table "
+        "or column for",
     )
 
     @field_validator("kafka")

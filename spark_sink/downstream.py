@@ -12,20 +12,28 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ApplyError, ConfigError, TransientApplyError
+from config.errors import ApplyError, ConfigError, DDLError, TransientApplyError
 from config.settings import Settings, SslMode, env_name
 from spark_sink.local_infile import GuardedConnection
 from spark_sink.tls import pymysql_tls
 from streams.connectivity import tls_problem
+from streams.outage import Outage
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
+# One per process, as a process has one downstream: each outage is logged once, whoever meets it.
+DOWNSTREAM_OUTAGE = Outage("the downstream", log)
 
-# MySQL errors that mean a retry may succeed: lost or refused connections, deadlocks, lock waits.
-TRANSIENT_ERRORS = frozenset({1205, 1213, 2003, 2006, 2013, 2055})
+# MySQL errors that mean the server or the connection to it is away for now: refused or lost
+# connections, too many connections, a server shutting down (1053) or killing them (MariaDB 1927).
+CONNECTION_ERRORS = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055})
+# MySQL errors that mean a retry may succeed: the above, deadlocks and lock waits.
+TRANSIENT_ERRORS = CONNECTION_ERRORS | {1205, 1213}
 # DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
 # exists / does not exist, duplicate column or key name, can't drop a missing column or key.
 ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
+# MySQL's "unknown database": a DDL's database is not there downstream.
+UNKNOWN_DATABASE = 1049
 RETRY_ATTEMPTS = 6
 RETRY_FIRST_DELAY_S = 0.5
 # Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
@@ -125,18 +133,34 @@ def is_transient(error: BaseException) -> bool:
     return False
 
 
+def is_connection_error(error: BaseException) -> bool:
+    """Whether ``error`` means the downstream (or the way to it) is away for now."""
+    if isinstance(error, TransientApplyError | pymysql.err.InterfaceError):
+        return True
+    if isinstance(error, pymysql.err.OperationalError):
+        return bool(error.args) and error.args[0] in CONNECTION_ERRORS
+    return False
+
+
 def with_retries(action: Callable[[], T], what: str) -> T:
-    """Run ``action``, retrying transient errors with exponential backoff."""
+    """Run ``action``, retrying transient errors with exponential backoff; a downstream that
+    stays away longer raises to the caller (the sink's loop waits on)."""
     delay = RETRY_FIRST_DELAY_S
     for attempt in range(1, RETRY_ATTEMPTS + 1):
         try:
-            return action()
+            result = action()
         except Exception as error:
             if not is_transient(error) or attempt == RETRY_ATTEMPTS:
                 raise
-            log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
+            if is_connection_error(error):
+                DOWNSTREAM_OUTAGE.failed(error, what)
+            else:
+                log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
             time.sleep(delay)
             delay *= 2
+            continue
+        DOWNSTREAM_OUTAGE.answered()
+        return result
     raise AssertionError("unreachable")
 
 
@@ -180,41 +204,49 @@ class Column:
 
 
 def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
-    """The downstream table's columns in order; ``ApplyError`` if it does not exist."""
+    """The downstream table's columns in order; empty when the table does not exist."""
     cursor.execute(
         "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA FROM information_schema.COLUMNS "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (schema, table),
     )
     rows = cursor.fetchall()
-    if not rows:
-        raise ApplyError(f"downstream table {schema}.{table} does not exist")
     return [
         Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
         for name, column_type, data_type, extra in rows
     ]
 
 
-def execute_ddl(cursor: Any, schema: str | None, query: str) -> bool:
-    """Run a DDL in its database; False when it was already applied (ignored as TiCDC does)."""
-    if schema:
-        try:
-            cursor.execute(f"USE {quote(schema)}")
-        except pymysql.err.OperationalError as error:
-            if error.args[0] != 1049:  # unknown database: CREATE DATABASE comes next
-                raise
+def execute_ddl(cursor: Any, schema: str | None, query: str, home: str) -> bool:
+    """Run a DDL in its database ``schema`` (None: a statement about a whole database, which
+    names it itself), then go back to the database ``home``; False when it was already
+    applied (ignored as TiCDC does). A database that is not there is an error, never a
+    reason to run the DDL elsewhere; ``DDLError`` carries the server's refusal."""
     try:
+        if schema is not None:
+            cursor.execute(f"USE {quote(schema)}")
         cursor.execute(query)
-    except (
-        pymysql.err.OperationalError,
-        pymysql.err.ProgrammingError,
-        pymysql.err.InternalError,
-    ) as error:
-        if error.args and error.args[0] in ALREADY_APPLIED:
+    except pymysql.MySQLError as error:
+        if is_transient(error):
+            raise
+        code = error.args[0] if error.args else None
+        if code in ALREADY_APPLIED:
             log.info("DDL already applied (%s): %s", error.args[1], query)
             return False
-        raise
+        if code == UNKNOWN_DATABASE:
+            raise DDLError(f"database {schema!r} does not exist downstream ({error})") from None
+        raise DDLError(f"the downstream refused it: {error}") from None
+    finally:
+        with contextlib.suppress(pymysql.MySQLError):
+            cursor.execute(f"USE {quote(home)}")
     return True
+
+
+def is_tidb(cursor: Any) -> bool:
+    """Whether the downstream is TiDB (which takes TiDB's own DDL syntax as it is)."""
+    cursor.execute("SELECT VERSION()")
+    row = cursor.fetchone()
+    return bool(row) and "tidb" in str(row[0]).lower()
 
 
 CHECKPOINT_DDL = """
@@ -224,6 +256,7 @@ CREATE TABLE IF NOT EXISTS {table} (
   ddl_ts BIGINT UNSIGNED NOT NULL DEFAULT 0,
   epoch BIGINT UNSIGNED NOT NULL DEFAULT 0,
   offsets JSON NULL,
+  skip_ddl_ts BIGINT UNSIGNED NOT NULL DEFAULT 0,
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 )
 """
@@ -239,6 +272,8 @@ class Checkpoint:
     ddl_ts: int
     epoch: int
     offsets: dict[str, int]
+    # The commit ts of a DDL the operator told the sink to skip (`ticdc-sink skip-ddl`).
+    skip_ddl_ts: int = 0
 
 
 class CheckpointTable:
@@ -252,16 +287,39 @@ class CheckpointTable:
     def create(self, cursor: Any) -> None:
         cursor.execute(f"CREATE DATABASE IF NOT EXISTS {quote(self.meta_db)}")
         cursor.execute(CHECKPOINT_DDL.format(table=self.table))
+        # Checkpoint tables made before `skip-ddl` existed lack its column.
+        cursor.execute(
+            "SELECT 1 FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+            "AND TABLE_NAME = 'checkpoint' AND COLUMN_NAME = 'skip_ddl_ts'",
+            (self.meta_db,),
+        )
+        if cursor.fetchone() is None:
+            cursor.execute(
+                f"ALTER TABLE {self.table} ADD COLUMN skip_ddl_ts BIGINT UNSIGNED NOT NULL "
+                "DEFAULT 0 AFTER offsets"
+            )
 
     def read(self, cursor: Any) -> Checkpoint | None:
         cursor.execute(
-            f"SELECT resolved_ts, ddl_ts, epoch, offsets FROM {self.table} WHERE pipeline = %s",
+            f"SELECT resolved_ts, ddl_ts, epoch, offsets, skip_ddl_ts FROM {self.table} "
+            "WHERE pipeline = %s",
             (self.pipeline,),
         )
         row = cursor.fetchone()
         if row is None:
             return None
-        return Checkpoint(int(row[0]), int(row[1]), int(row[2]), orjson.loads(row[3] or "{}"))
+        return Checkpoint(
+            int(row[0]), int(row[1]), int(row[2]), orjson.loads(row[3] or "{}"), int(row[4])
+        )
+
+    def request_skip(self, cursor: Any, ddl_ts: int) -> None:
+        """Tell the sink to skip the DDL at ``ddl_ts`` instead of running it (inside the
+        caller's transaction)."""
+        cursor.execute(
+            f"INSERT INTO {self.table} (pipeline, resolved_ts, skip_ddl_ts) VALUES (%s, 0, %s) "
+            "ON DUPLICATE KEY UPDATE skip_ddl_ts = VALUES(skip_ddl_ts)",
+            (self.pipeline, ddl_ts),
+        )
 
     def advance(
         self,

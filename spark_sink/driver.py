@@ -11,31 +11,47 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import pymysql
 import redis
 
-from config.errors import StagingLostError
-from config.settings import Settings
+from config.errors import DDLError, StagingLostError, TransientApplyError
+from config.settings import OnDDLError, Settings
 from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
-from spark_sink.downstream import execute_ddl, with_retries
+from spark_sink.ddl_routing import route_ddl
+from spark_sink.ddl_text import is_database_ddl
+from spark_sink.downstream import (
+    DOWNSTREAM_OUTAGE,
+    Checkpoint,
+    connect,
+    execute_ddl,
+    is_tidb,
+    is_transient,
+    with_retries,
+)
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
-from spark_sink.metrics import record_batch, record_checkpoint
+from spark_sink.metrics import DDL_SKIPPED, record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
+from spark_sink.tidb_syntax import mysql_safe
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent
+from streams.outage import RETRY_FIRST_S, Outage, next_delay
 from streams.redis_client import redis_client
 from streams.staging import Staging
+from streams.startup import wait_for, wait_for_redis
 from streams.tso import describe_tso, tso_age
 
 log = logging.getLogger("ticdc_sink.sink")
 
-# How long the loop waits after Redis could not be reached.
-REDIS_RETRY_S = 1.0
 # How long the loop sleeps when there is nothing new to apply.
 IDLE_SLEEP_S = 0.05
+# Before the first checkpoint is read.
+NO_CHECKPOINT = Checkpoint(0, 0, 0, {})
+# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
+REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
 class Sink:
@@ -49,33 +65,45 @@ class Sink:
         self.applier = applier
         self.epoch = epoch
         self.applied_rows = 0
+        # Whether the downstream is TiDB, asked at the first DDL.
+        self._tidb: bool | None = None
 
-    def checkpoint_ts(self) -> tuple[int, int]:
-        """(applied resolved ts, last applied DDL ts) from the downstream."""
+    def checkpoint(self) -> Checkpoint:
+        """How far the downstream is (all zero before the first checkpoint)."""
         conn = self.applier.connection()
         with conn.cursor() as cursor:
             found = self.applier.checkpoint.read(cursor)
         conn.commit()
-        return (found.resolved_ts, found.ddl_ts) if found else (0, 0)
+        return found or NO_CHECKPOINT
 
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
-        checkpoint, ddl_ts = self.checkpoint_ts()
-        self._check_lineage(checkpoint)
+        checkpoint = self.checkpoint()
+        self._check_lineage(checkpoint.resolved_ts)
+        after = self._release_after(checkpoint)
         resolved = self.staging.global_resolved_ts()
-        if resolved is None or resolved <= checkpoint:
-            return checkpoint
-        released = self.staging.release(checkpoint, resolved)
+        if resolved is None or resolved <= after:
+            return checkpoint.resolved_ts
+        released = self.staging.release(after, resolved)
         steps = planned_batches(released, self.settings.batch_rows, resolved)
         # A thread reads and plans the next batch while this one is applied (the apply mostly
         # waits on the downstream): one batch applied, one planned, one being read.
         for step in read_ahead(steps, limit=1, chunk=1):
             if isinstance(step, DDLEvent):
-                self._ddl(step, ddl_ts)
+                self._ddl(step, checkpoint)
             else:
                 self._flush(step)
         self.staging.trim(resolved)
         return resolved
+
+    def _release_after(self, checkpoint: Checkpoint) -> int:
+        """The commit ts after which changes are released: the checkpoint, or just before it
+        when the DDL at the checkpoint has not run (the batch before a DDL commits up to the
+        DDL's ts; then the DDL failed, or the sink died before it)."""
+        at = checkpoint.resolved_ts
+        if at and checkpoint.ddl_ts < at and self.staging.has_ddl_at(at):
+            return at - 1
+        return at
 
     def _check_lineage(self, checkpoint: int) -> None:
         """Stop if Redis lost its data: the workers' committed Kafka offsets have moved past
@@ -105,18 +133,76 @@ class Sink:
             tso_age(batch.upto),
         )
 
-    def _ddl(self, ddl: DDLEvent, applied_ddl_ts: int) -> None:
-        if ddl.commit_ts <= applied_ddl_ts:
+    def _ddl(self, ddl: DDLEvent, checkpoint: Checkpoint) -> None:
+        if ddl.commit_ts <= checkpoint.ddl_ts:
             log.info("DDL at %d already applied: %s", ddl.commit_ts, ddl.query)
             return
-        route = self.applier.router.route(ddl.schema or "", ddl.table or "")
+        router = self.applier.router
+        route = router.route(ddl.schema or "", ddl.table or "")
         if ddl.table and route is None:
             return
+        if ddl.commit_ts == checkpoint.skip_ddl_ts:
+            log.warning(
+                "DDL at %d skipped, as `ticdc-sink skip-ddl` asked: %s", ddl.commit_ts, ddl.query
+            )
+            DDL_SKIPPED.labels(self.settings.group, "skip-ddl").inc()
+            self._record_ddl(ddl)
+            return
+        database = None
+        if ddl.schema:
+            database = route[0] if route and ddl.table else router.route_schema(ddl.schema)
+        try:
+            query = self._downstream_query(ddl, database)
+            if query is None:
+                self._record_ddl(ddl)
+                return
+            home = None if is_database_ddl(query) else database
+            if home is None and not is_database_ddl(query):
+                raise DDLError("the event names no database to run it in")
+            with_retries(lambda: self._record_ddl(ddl, query, home), f"DDL at {ddl.commit_ts}")
+        except DDLError as error:
+            message = (
+                f"pipeline {self.settings.group}: the DDL at commit ts {ddl.commit_ts} in database "
+                f"{database!r} failed: {error}. Query: {ddl.query!r}. To go on: fix the "
+                f"downstream and start the sink again, or run `ticdc-sink skip-ddl --ts "
+                f"{ddl.commit_ts}` (or set TICDC_SINK_ON_DDL_ERROR=skip) and apply it by hand"
+            )
+            if self.settings.on_ddl_error is OnDDLError.STOP:
+                raise DDLError(message) from None
+            log.error("%s; skipped (TICDC_SINK_ON_DDL_ERROR=skip)", message)
+            DDL_SKIPPED.labels(self.settings.group, "on-ddl-error").inc()
+            self._record_ddl(ddl)
+        self.applier.forget_layouts()
 
-        def run() -> None:
-            conn = self.applier.connection()
+    def _downstream_query(self, ddl: DDLEvent, home: str | None) -> str | None:
+        """The DDL's text as the downstream runs it: TiDB-only syntax out (unless the
+        downstream is TiDB), names routed; None when nothing is left to run."""
+        query = ddl.query
+        if not self._downstream_is_tidb():
+            safe = mysql_safe(ddl.query)
+            if safe is None:
+                log.info(
+                    "DDL at %d is TiDB's own, nothing to run downstream: %s",
+                    ddl.commit_ts,
+                    ddl.query,
+                )
+                return None
+            query = safe
+        return route_ddl(query, ddl.schema or "", self.applier.router, home)
+
+    def _downstream_is_tidb(self) -> bool:
+        if self._tidb is None:
+            with self.applier.connection().cursor() as cursor:
+                self._tidb = is_tidb(cursor)
+        return self._tidb
+
+    def _record_ddl(self, ddl: DDLEvent, query: str | None = None, home: str | None = None) -> None:
+        """Run ``query`` (if any) in ``home``, then record the DDL as applied."""
+        conn = self.applier.connection()
+        try:
             with conn.cursor() as cursor:
-                execute_ddl(cursor, route[0] if route and ddl.schema else ddl.schema, ddl.query)
+                if query is not None:
+                    execute_ddl(cursor, home, query, self.settings.meta_db)
                 self.applier.checkpoint.advance(
                     cursor,
                     ddl.commit_ts,
@@ -125,17 +211,27 @@ class Sink:
                     ddl.commit_ts,
                 )
             conn.commit()
+        except Exception as error:
+            if is_transient(error):
+                self.applier.drop_connection()
+            raise
 
-        with_retries(run, f"DDL at {ddl.commit_ts}")
-        self.applier.forget_layouts()
 
-
-def _acquire(lock: LeaderLock) -> bool:
+def _acquire(lock: LeaderLock, outage: Outage) -> bool:
     try:
-        return lock.acquire()
-    except (redis.ConnectionError, redis.TimeoutError) as error:
-        log.warning("Redis unavailable (%s) while taking the lead; retrying", error)
+        taken = lock.acquire()
+    except REDIS_TRANSIENT as error:
+        outage.failed(error, "taking the lead")
         return False
+    outage.answered()
+    return taken
+
+
+def _wait_for_downstream(settings: Settings) -> None:
+    def probe() -> None:
+        connect(settings, connect_timeout=3).close()
+
+    wait_for("the downstream", str(settings.downstream), probe, settings.startup_timeout)
 
 
 def run_sink(settings: Settings, once: bool = False) -> int:
@@ -146,6 +242,8 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     from spark_sink.routing import Router
 
     stop = stop_on_signals()
+    wait_for_redis(settings)
+    _wait_for_downstream(settings)
     serve_metrics(settings)
     client = redis_client(settings)
     staging = Staging(client, settings.group)
@@ -156,40 +254,73 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         applier.spark()
     # PySpark's context takes SIGINT for itself (it cancels jobs and raises): take it back.
     stop_on_signals(stop)
-    while not stop.is_set() and not _acquire(lock):
-        log.info("another sink leads pipeline %s; standing by", settings.group)
+    redis_outage = Outage("Redis", log)
+    while not stop.is_set() and not _acquire(lock, redis_outage):
+        if not redis_outage.ongoing:
+            log.info("another sink leads pipeline %s; standing by", settings.group)
         stop.wait(lock.lease_ms / 3000)
     if stop.is_set():
         log.info("stopped before leading pipeline %s", settings.group)
         return 0
-    lost = lock.keep_alive()
+    lost = lock.keep_alive(redis_outage)
     sink = Sink(settings, staging, applier, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
-        last = None
-        while not stop.is_set():
-            try:
-                with _unless_stopping(stop, "applying a batch (it is applied again)"):
-                    applied = sink.run_once()
-            except (redis.ConnectionError, redis.TimeoutError) as error:
-                # Nothing is trimmed before its commit, so the next round redoes what is left.
-                log.warning("Redis unavailable (%s); retrying", error)
-                stop.wait(REDIS_RETRY_S)
-                continue
-            if lost.is_set():
-                # A newer leader exists; the epoch check already refused any late commit.
-                log.error("lost the leader lease; stopping")
-                return 1
-            if applied != last:
-                record_checkpoint(settings.group, applied)
-            if once:
-                return 0
-            if applied == last:
-                stop.wait(IDLE_SLEEP_S)
-            last = applied
+        code = lead(sink, lock, lost.is_set, redis_outage, once, stop)
     finally:
         lock.release()
-    log.info("stopped; released the lease of pipeline %s", settings.group)
+    if stop.is_set():
+        log.info("stopped; released the lease of pipeline %s", settings.group)
+    return code
+
+
+def lead(
+    sink: Sink,
+    lock: LeaderLock,
+    lost: Callable[[], bool],
+    redis_outage: Outage,
+    once: bool,
+    stop: threading.Event | None = None,
+) -> int:
+    """Apply round after round, riding out Redis and downstream outages, until the lease is
+    lost to another sink, ``stop`` is set (0), or after one round with ``once``."""
+    stop = stop or threading.Event()
+    last = None
+    delay = RETRY_FIRST_S
+    while not stop.is_set():
+        # The lease may have been taken again after it lapsed: later commits carry the new epoch.
+        sink.epoch = lock.epoch
+        try:
+            with _unless_stopping(stop, "applying a batch (it is applied again)"):
+                applied = sink.run_once()
+        except REDIS_TRANSIENT as error:
+            # Nothing is trimmed before its commit, so the next round redoes what is left.
+            redis_outage.failed(error, "applying")
+            stop.wait(delay)
+            delay = next_delay(delay)
+            continue
+        except (pymysql.MySQLError, TransientApplyError) as error:
+            if not is_transient(error):
+                raise
+            sink.applier.drop_connection()
+            DOWNSTREAM_OUTAGE.failed(error, "applying")
+            stop.wait(delay)
+            delay = next_delay(delay)
+            continue
+        redis_outage.answered()
+        DOWNSTREAM_OUTAGE.answered()
+        delay = RETRY_FIRST_S
+        if lost():
+            # A newer leader exists; the epoch check already refused any late commit.
+            log.error("another sink took the leader lease; stopping")
+            return 1
+        if applied != last:
+            record_checkpoint(sink.settings.group, applied)
+        if once:
+            return 0
+        if applied == last:
+            stop.wait(IDLE_SLEEP_S)
+        last = applied
     return 0
 
 

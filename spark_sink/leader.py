@@ -1,14 +1,27 @@
-"""One active sink per pipeline: a lease in Redis, with an epoch that fences a stale leader."""
+"""One active sink per pipeline: a lease in Redis, with an epoch that fences a stale leader.
+
+The lease survives a Redis outage shorter than itself: renewal keeps trying, faster, while Redis
+is away. A leader that finds its lease lapsed (a longer outage, a restart that lost the last
+renewal) and nobody else holding it takes it again, with a new epoch; only a lease another sink
+holds now means this one stops. The checkpoint's epoch still fences whichever commit comes late.
+"""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 
 import redis
 
+from streams.outage import Outage
+
+log = logging.getLogger("ticdc_sink.sink")
+
 # The lease outlives a few missed renewals; a standby takes over within this after a crash.
 LEASE_MS = 10_000
+# How often renewal tries again while Redis does not answer (a restart takes a second or two).
+RENEW_RETRY_S = 0.25
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -42,18 +55,42 @@ class LeaderLock:
         """Extend the lease; False when it was lost (expired and maybe taken)."""
         return bool(self._renew(keys=[self.key], args=[self.token, self.lease_ms]))
 
-    def keep_alive(self) -> threading.Event:
+    def hold(self) -> bool:
+        """Renew the lease, or take it again when it lapsed and nobody else took it (a new
+        epoch); False only when another sink holds it now."""
+        if self.renew():
+            return True
+        before = self.epoch
+        if self.acquire():
+            log.warning(
+                "the leader lease had lapsed with no other holder: taken again, epoch %d -> %d",
+                before,
+                self.epoch,
+            )
+            return True
+        return False
+
+    def keep_alive(self, outage: Outage | None = None) -> threading.Event:
         """Renew the lease from a background thread (a long batch or Spark's start must not
-        let it lapse); the returned event is set when the lease is lost."""
+        let it lapse); the returned event is set when another sink holds the lease. ``outage``:
+        the process's Redis outage, so that one outage is logged once."""
         lost = threading.Event()
+        outage = outage or Outage("Redis", log)
 
         def beat() -> None:
-            while not lost.wait(self.lease_ms / 3000):
+            wait = self.lease_ms / 3000
+            while not lost.wait(wait):
                 try:
-                    if not self.renew():
-                        lost.set()
-                except redis.RedisError:
-                    continue  # Redis away for a moment: the lease may still hold
+                    held = self.hold()
+                except redis.RedisError as error:
+                    # Redis away for a moment: the lease may still hold; try again soon.
+                    outage.failed(error, "renewing the leader lease")
+                    wait = RENEW_RETRY_S
+                    continue
+                outage.answered()
+                wait = self.lease_ms / 3000
+                if not held:
+                    lost.set()
 
         threading.Thread(target=beat, name="sink-lease", daemon=True).start()
         self._lost = lost
@@ -62,5 +99,9 @@ class LeaderLock:
     def release(self) -> None:
         if getattr(self, "_lost", None) is not None:
             self._lost.set()
-        if self.renew():
-            self.client.delete(self.key)
+        try:
+            if self.renew():
+                self.client.delete(self.key)
+        except redis.RedisError as error:
+            # Stopping while Redis is away: the lease lapses on its own.
+            log.warning("could not release the leader lease (%s); it lapses by itself", error)

@@ -36,6 +36,7 @@ from spark_sink.downstream import (
     table_name,
     with_retries,
 )
+from spark_sink.drift import missing_columns, missing_table
 from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
 from spark_sink.routing import Router
@@ -154,6 +155,8 @@ class Applier:
         self._layouts: dict[tuple[str, str], list[Column]] = {}
         # The server's ways (MariaDB, MySQL, TiDB), read on connecting.
         self.dialect: Dialect | None = None
+        # Every downstream column's name, generated ones too (they are no drift).
+        self._names: dict[tuple[str, str], frozenset[str]] = {}
         # Small loads use LOAD DATA LOCAL; cleared (INSERT from then on) when the server refuses
         # it, as MySQL 8 does by default.
         self.load_data_local = True
@@ -173,7 +176,7 @@ class Applier:
             self._conn.commit()
         return self._conn
 
-    def _drop_connection(self) -> None:
+    def drop_connection(self) -> None:
         if self._conn is not None:
             # The connection is already broken or mid-transaction: nothing to save.
             with contextlib.suppress(Exception):
@@ -200,6 +203,7 @@ class Applier:
     def forget_layouts(self) -> None:
         """Drop cached table layouts (after a DDL)."""
         self._layouts.clear()
+        self._names.clear()
 
     # --- applying ------------------------------------------------------------------------------
 
@@ -208,14 +212,31 @@ class Applier:
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
 
+        retried = False
+
         def attempt() -> int:
+            nonlocal retried
             try:
+                # A connection lost while committing leaves the commit in doubt (a server
+                # killed after writing it): re-running a committed batch would add a key-less
+                # table's rows twice, so a retry first asks the checkpoint.
+                if retried and self.committed_upto(resolved_ts):
+                    return 0
+                retried = True
                 return self._apply_once(plans, resolved_ts, epoch, offsets)
             except Exception:
-                self._drop_connection()
+                self.drop_connection()
                 raise
 
         return with_retries(attempt, f"batch up to {resolved_ts}")
+
+    def committed_upto(self, resolved_ts: int) -> bool:
+        """Whether the downstream checkpoint has reached ``resolved_ts``."""
+        conn = self.connection()
+        with conn.cursor() as cursor:
+            found = self.checkpoint.read(cursor)
+        conn.commit()
+        return found is not None and found.resolved_ts >= resolved_ts
 
     def _apply_once(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
@@ -256,9 +277,13 @@ class Applier:
         schema, table = routed
         columns = self._layouts.get(routed)
         if columns is None:
-            columns = self._layouts[routed] = [
-                c for c in table_columns(cursor, schema, table) if not c.generated
-            ]
+            every = table_columns(cursor, schema, table)
+            if not every:
+                missing_table(self.settings, plan, f"{schema}.{table}")
+                return None
+            self._names[routed] = frozenset(c.name for c in every)
+            columns = self._layouts[routed] = [c for c in every if not c.generated]
+        missing_columns(self.settings, plan, f"{schema}.{table}", self._names[routed])
         present = {c.name for c in columns}
         keyed = plan.has_key and all(k in present for k in plan.key_columns)
         indexed = None if plan.has_key else self._probe_columns(plan, columns)

@@ -59,3 +59,16 @@ def record_batch(pipeline: str, changes: int, seconds: float, checkpoint: int) -
     BATCH_CHANGES.labels(pipeline).observe(changes)
     BATCH_SECONDS.labels(pipeline).observe(seconds)
     record_checkpoint(pipeline, checkpoint)
+
+
+DDL_SKIPPED = Counter(
+    "ticdc_sink_ddl_skipped_total",
+    "DDL not run downstream: refused under TICDC_SINK_ON_DDL_ERROR=skip, or by `skip-ddl`",
+    ["pipeline", "reason"],
+)
+SCHEMA_DRIFT_DROPPED = Counter(
+    "ticdc_sink_schema_drift_dropped_total",
+    "Values dropped under TICDC_SINK_ON_SCHEMA_DRIFT=ignore: one per row and missing column "
+    "(column '' for rows of a missing table)",
+    ["pipeline", "table", "column"],
+)

@@ -42,3 +42,13 @@ class Router:
                     table if target_table == "*" else target_table,
                 )
         return schema, table
+
+    def route_schema(self, schema: str) -> str:
+        """The downstream database of a whole upstream database: the first ``db.*`` route
+        whose database matches (a route of single tables does not move the database)."""
+        for pattern, target in self.routes:
+            pattern_schema, _, pattern_table = pattern.partition(".")
+            if pattern_table == "*" and fnmatchcase(schema, pattern_schema):
+                target_schema = target.partition(".")[0]
+                return schema if target_schema == "*" else target_schema
+        return schema

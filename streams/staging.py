@@ -499,6 +499,10 @@ class Staging:
             yield Barrier(unpack_ddl(int(pending_ddl[:TS_DIGITS], 16), pending_ddl[DDL_PREFIX:]))
             pending_ddl = next(ddls, None)
 
+    def has_ddl_at(self, ts: int) -> bool:
+        """Whether a DDL with commit ts ``ts`` is staged (not trimmed yet)."""
+        return next(self._scan(self.key("ddl"), ts - 1, ts), None) is not None
+
     def _scan(self, key: str, after: int, upto: int) -> Iterator[bytes]:
         low = b"(" + ts_hex(after) + b"\xff"
         high = _below(upto + 1)

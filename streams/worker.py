@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from aiokafka.errors import KafkaError
@@ -46,15 +46,18 @@ from streams.metrics import (
     tso_seconds,
 )
 from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
+from streams.outage import RETRY_FIRST_S, Outage, next_delay
 from streams.packed import pack_rows
 from streams.progress import Progress
 from streams.redis_client import redis_client
 from streams.resp import CommandBatch
 from streams.schema_store import RedisSchemaStore
 from streams.staging import FramedMessage, StagedMessage, Staging, TopicPartition, frame_packed
+from streams.startup import wait_for_kafka, wait_for_redis
 from streams.status import kafka_offsets, snapshot
 
 log = logging.getLogger("ticdc_sink.worker")
+T = TypeVar("T")
 
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
 # Acknowledges a staged batch's events to Faust (which then commits their offsets).
@@ -81,9 +84,8 @@ DECODE_PART_MIN = 50
 HELD_RETRY_S = 5.0
 # How often the worker publishes the global resolved ts as a metric.
 METRICS_INTERVAL_S = 5.0
-# Backoff while Redis or Kafka is unreachable (a restart, a dropped connection).
-REDIS_RETRY_FIRST_S = 0.2
-REDIS_RETRY_MAX_S = 5.0
+# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
+REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 NO_COMMIT_TS = (
     "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
     "(Canal-JSON has neither commit ts nor watermarks without it)"
@@ -358,6 +360,9 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         dead_letter_max=settings.dead_letter_max_entries,
     )
     progress = Progress()
+    # One per service for the whole worker: an outage is logged once, whoever meets it first.
+    redis_outage = Outage("Redis", log)
+    startup_outage = Outage("Redis or Kafka", log)
 
     @app.on_partitions_revoked.connect
     async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:
@@ -371,11 +376,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             lambda: _record_partition_counts(settings, staging),
             (redis.RedisError, KafkaError),
             "recording partition counts",
+            startup_outage,
         )
 
     @app.timer(interval=METRICS_INTERVAL_S)
     async def global_resolved() -> None:
-        with _skip_tick_without_redis("publishing the global resolved ts"):
+        with _skip_tick_without_redis(redis_outage, "publishing the global resolved ts"):
             resolved = staging.global_resolved_ts()
             if resolved is not None:
                 GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
@@ -391,7 +397,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     @app.timer(interval=HELD_RETRY_S)
     async def retry_held() -> None:
         # Another worker may have learned the schema a held message waits for.
-        with _skip_tick_without_redis("retrying held messages"):
+        with _skip_tick_without_redis(redis_outage, "retrying held messages"):
             if staging.client.llen(staging.key("held")):
                 stager.retry_held()
 
@@ -407,6 +413,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             stager,
             functools.partial(_wait_for_room, app, settings, staging),
             decode_threads=settings.decode_threads,
+            redis_outage=redis_outage,
         )
         try:
             # Unacknowledged until staged: the line acknowledges each batch once it is staged.
@@ -428,12 +435,14 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
 
 
 @contextlib.contextmanager
-def _skip_tick_without_redis(what: str) -> Iterator[None]:
+def _skip_tick_without_redis(outage: Outage, what: str) -> Iterator[None]:
     """A timer's tick skipped while Redis is unreachable (the next tick tries again)."""
     try:
         yield
-    except (redis.ConnectionError, redis.TimeoutError) as error:
-        log.warning("%s skipped: Redis unavailable (%s)", what, error)
+    except REDIS_TRANSIENT as error:
+        outage.failed(error, what)
+    else:
+        outage.answered()
 
 
 class StagingLine:
@@ -454,8 +463,10 @@ class StagingLine:
         stager: MessageStager,
         wait_for_room: Callable[[], Awaitable[None]] | None = None,
         decode_threads: int = 1,
+        redis_outage: Outage | None = None,
     ) -> None:
         self._app = app
+        self._redis_outage = redis_outage or Outage("Redis", log)
         self._stager = stager
         self._wait_for_room = wait_for_room
         self._decode_threads = decode_threads
@@ -495,9 +506,14 @@ class StagingLine:
         while True:
             records, acknowledge = await self._waiting.get()
             parts = _split(records, self._decode_threads)
-            decoded = await asyncio.gather(
-                *(asyncio.to_thread(self._stager.decode, part) for part in parts)
-            )
+
+            async def decode_parts(parts: list[Sequence[Record]] = parts) -> list[Any]:
+                return await asyncio.gather(
+                    *(asyncio.to_thread(self._stager.decode, part) for part in parts)
+                )
+
+            # The Simple codec reads its schema cache in Redis while decoding.
+            decoded = await self._redis(decode_parts, "decoding")
             framed = [frame for part in decoded for frame in part]
             await self._decoded.put((records, framed, acknowledge))
 
@@ -507,15 +523,23 @@ class StagingLine:
             records, framed, acknowledge = await self._decoded.get()
             # Replays are dropped here rather than before decoding: they are rare (a restart,
             # a rebalance) and this knows the offsets of every batch queued before it.
-            staged = self._stager.staged_offsets(records)
+            staged = await self._redis(
+                functools.partial(asyncio.to_thread, self._stager.staged_offsets, records),
+                "reading staged offsets",
+            )
             fresh = [(r, f) for r, f in zip(records, framed, strict=True) if staged[r[0]] < r[1]]
-            batch = self._stager.queue([r for r, _ in fresh], [f for _, f in fresh])
+
+            async def queue(fresh: list[tuple[Record, Any]] = fresh) -> PreparedBatch:
+                return self._stager.queue([r for r, _ in fresh], [f for _, f in fresh])
+
+            # Decoding a message the fast path left (Simple) may read the schema cache.
+            batch = await self._redis(queue, "decoding")
             if sending is not None:
                 await sending
             if self._wait_for_room is not None:
                 # Backpressure: while this waits the queues fill, the agent waits to submit,
                 # and Faust stops fetching once its buffer is full.
-                await self._wait_for_room()
+                await self._redis(self._wait_for_room, "checking the staging limits")
             sending = asyncio.ensure_future(self._send(records, batch, acknowledge))
 
     async def _send(
@@ -537,10 +561,12 @@ class StagingLine:
                 raise
             self._stager.staged(sent)
 
-        await _until_done(
-            self._app, attempt, (redis.ConnectionError, redis.TimeoutError), "staging"
-        )
+        await self._redis(attempt, "staging")
         await acknowledge()
+
+    async def _redis(self, action: Callable[[], Awaitable[T]], what: str) -> T:
+        """``action``'s result, waiting out Redis restarts, LOADING and cut connections."""
+        return await _until_done(self._app, action, REDIS_TRANSIENT, what, self._redis_outage)
 
 
 def _split(records: Sequence[Record], parts: int) -> list[Sequence[Record]]:
@@ -561,23 +587,31 @@ async def _acknowledge(stream: Any, events: Sequence[Any]) -> None:
 
 async def _until_done(
     app: Any,
-    action: Callable[[], Awaitable[None]],
+    action: Callable[[], Awaitable[T]],
     transient: tuple[type[Exception], ...],
     what: str,
-) -> None:
-    """Run ``action`` until it succeeds, backing off while it fails with ``transient`` errors
-    (re-raised once the worker is stopping)."""
-    delay = REDIS_RETRY_FIRST_S
+    outage: Outage,
+) -> T:
+    """``action``'s result once it succeeds, backing off while it fails with ``transient``
+    errors (re-raised once the worker is stopping); ``outage`` logs once per outage."""
+    delay = RETRY_FIRST_S
+    failed = False
     while True:
         try:
-            await action()
-            return
+            result = await action()
         except transient as error:
             if app.should_stop:
                 raise
-            log.warning("%s failed (%s); again in %.1f s", what, error, delay)
+            outage.failed(error, what)
+            failed = True
             await asyncio.sleep(delay)
-            delay = min(delay * 2, REDIS_RETRY_MAX_S)
+            delay = next_delay(delay)
+            continue
+        if failed:
+            # Only an action that failed and now succeeds has shown the service is back: one
+            # that never needed it (decoding without a schema lookup) shows nothing.
+            outage.answered()
+        return result
 
 
 async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:
@@ -607,6 +641,8 @@ def run_worker(settings: Settings) -> int:
     _use_event_loop(settings.event_loop)
     from faust.worker import Worker
 
+    wait_for_redis(settings)
+    wait_for_kafka(settings)
     serve_metrics(settings)
     app = build_app(settings)
     _check_topics(settings)

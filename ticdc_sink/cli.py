@@ -113,6 +113,13 @@ def _apply(args: argparse.Namespace) -> int:
     return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 
 
+def _skip_ddl(args: argparse.Namespace) -> int:
+    from spark_sink.skip_ddl import request_skip_ddl
+
+    print(request_skip_ddl(settings_from(args), args.ts))
+    return 0
+
+
 def _recover(args: argparse.Namespace) -> int:
     from ticdc_sink.recover import run_recover
 
@@ -213,6 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     apply = commands.add_parser("apply", help="apply staged changes to the downstream (the sink)")
     apply.add_argument("--once", action="store_true", help="apply what is resolved now, then exit")
     apply.set_defaults(handler=_apply)
+
+    skip_ddl = commands.add_parser(
+        "skip-ddl", help="make the sink skip a DDL the downstream refuses (by its commit ts)"
+    )
+    skip_ddl.add_argument("--ts", type=int, required=True, help="the DDL's commit ts")
+    skip_ddl.set_defaults(handler=_skip_ddl)
 
     recover = commands.add_parser(
         "recover", help="after Redis lost its data: replay Kafka from the downstream checkpoint"

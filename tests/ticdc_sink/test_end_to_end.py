@@ -26,9 +26,11 @@ from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from streams.staging import Staging
 from tests.ticdc_sink.pipelines import (
+    PROCESS_LOGS,
     assert_replicated,
     pipeline_env,
     pipeline_running,
+    process_logs,
     spawn,
     stop,
     wait_for,
@@ -159,12 +161,16 @@ def test_dropped_redis_connections_lose_nothing(
     assert_replicated(pipeline, expected)
 
 
-def _sigkill_and_restart(service: Any, down_for: float) -> None:
+def _sigkill(service: Any) -> None:
     pid = service.our_pid()
     if pid is None:
         pytest.fail(f"{service.name} must be started by `ticdc-sink services up` to be killed")
     os.kill(pid, signal.SIGKILL)
     wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
+
+
+def _sigkill_and_restart(service: Any, down_for: float) -> None:
+    _sigkill(service)
     time.sleep(down_for)
     service.up()
 
@@ -387,3 +393,62 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
             if process is not None:
                 stop(process)
     assert_replicated(pipeline, expected)
+
+
+@pytest.fixture
+def third_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+    """The upstream database of a third workload on the same topic."""
+    yield f"{unique}_c"
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_c`")
+
+
+def test_the_pipeline_rides_out_redis_kafka_and_mariadb_restarts(
+    pipeline: Settings,
+    unique: str,
+    tmp_path: Path,
+    redis_client: Any,
+    second_schema: str,
+    third_schema: str,
+) -> None:
+    from ticdc_sink.services.kafka import KafkaService
+    from ticdc_sink.services.mariadb import MariaDBService
+    from ticdc_sink.services.redis import RedisService
+
+    states = [tmp_path / f"{name}.json" for name in ("first", "second", "third")]
+    _, final = run_produce(
+        pipeline, unique, "open", PARTITIONS, 150, seed=21, expected=states[0], schema=unique
+    )
+    # Small batches and a low staging limit: the sink is mid-apply, the worker is staging or
+    # held back by the limit (asking Redis), when a service goes away.
+    env = pipeline_env(
+        pipeline, "open", TICDC_SINK_BATCH_ROWS="40", TICDC_SINK_MAX_STAGED_ROWS="300"
+    )
+    with pipeline_running(env) as processes:
+        pids = [p.pid for p in processes]
+        wait_for(lambda: applied_resolved_ts(pipeline) > 0, "data flowing")
+        # New data reaches the worker while Redis is away: it must hold it until Redis is back.
+        _sigkill(RedisService())
+        _, final = _second_workload(pipeline, second_schema, 22, final, states[1])
+        time.sleep(1.0)
+        RedisService().up()
+        _sigkill_and_restart(KafkaService(), down_for=2.0)
+        _, final = _second_workload(pipeline, third_schema, 23, final, states[2])
+        wait_for(lambda: applied_resolved_ts(pipeline) > 0, "MariaDB answering")
+        _sigkill_and_restart(MariaDBService(), down_for=2.0)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "every workload", 300)
+        assert [p.pid for p in processes if p.poll() is None] == pids, (
+            "a process exited during an outage"
+        )
+    assert_replicated(pipeline, *states)
+    logs = {
+        path.name.split("-")[1]: path.read_text(errors="replace")
+        for path in PROCESS_LOGS.glob(f"{unique}-*.log")
+    }
+    # One line when each outage starts and one when it ends, in the worker and in the sink.
+    for process in ("worker", "apply"):
+        assert logs[process].count("Redis unavailable since") == 1, process
+        assert logs[process].count("Redis back after") == 1, process
+    logs = process_logs(unique, lines=100_000)
+    assert "the downstream unavailable since" in logs and "the downstream back after" in logs
+    assert "retry 2" not in logs, "an outage logged a line per retry"
