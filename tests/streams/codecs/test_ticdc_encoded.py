@@ -117,10 +117,10 @@ def _same(value: Value, expected: Any) -> bool:
         return expected is None and value is None
     if isinstance(expected, dict):
         data = value.encode() if isinstance(value, str) else value
-        return data == bytes.fromhex(expected["hex"])
+        return bool(data == bytes.fromhex(expected["hex"]))
     if isinstance(value, float):
         number = float(expected)
-        return number == value or (math.isnan(number) and math.isnan(value))
+        return bool(number == value or (math.isnan(number) and math.isnan(value)))
     if isinstance(value, int):
         return str(value) == expected
     return value == expected
