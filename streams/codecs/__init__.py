@@ -32,6 +32,10 @@ def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> C
         from streams.codecs.simple import SimpleAvroCodec
 
         return SimpleAvroCodec(schemas)
+    if protocol is Protocol.DEBEZIUM:
+        from streams.codecs.debezium import DebeziumCodec
+
+        return DebeziumCodec()
     from streams.codecs.canal_json import CanalJSONCodec
 
     return CanalJSONCodec()

@@ -30,7 +30,7 @@ from ticdc_sink.verify import verify
 
 pytestmark = pytest.mark.integration
 
-PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
+PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]
 PARTITIONS = 3
 
 

@@ -1,0 +1,384 @@
+"""Column values as TiCDC's Debezium encoder writes them (tiflow pkg/sink/codec/debezium/codec.go,
+``writeDebeziumFieldValue``), read back to the model's exact values and written from them.
+
+A row message's own schema gives each field's Kafka Connect type and Debezium semantic name;
+what it leaves out (binary strings are base64 ``string`` fields, DECIMAL is a ``double``, BIGINT
+UNSIGNED an ``int64``, the fractional digits of DATETIME and TIME) comes from the table's DDL
+(``tableChanges``), when the codec has seen it.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from streams.codecs.simple_schema import is_binary_name, type_code, type_name
+from streams.codecs.values import format_float
+from streams.model import (
+    INTEGER_TYPES,
+    ColumnFlag,
+    ColumnType,
+    MySQLType,
+    Value,
+    column_type,
+)
+
+_MASK64 = (1 << 64) - 1
+_EPOCH_DAY = date(1970, 1, 1)
+# DATETIME has no zone: TiCDC reads it as UTC.
+_EPOCH = datetime(1970, 1, 1)
+# Digits after the second when the DDL does not say: what each semantic name can carry.
+_DEFAULT_FSP = {"io.debezium.time.Timestamp": 3, "io.debezium.time.MicroTimestamp": 6}
+_TIME_FSP = 6
+# Element names the project's encoder gives ENUM and SET members, which the model knows only by
+# index: TiCDC writes the real names, which it takes from the table.
+ENCODER_ELEMENTS = tuple(str(i) for i in range(1, 65))
+
+Reader = Callable[[Any], Value]
+
+
+@dataclass(frozen=True, slots=True)
+class DDLColumn:
+    """What a DDL message's ``tableChanges`` says of a column."""
+
+    type_name: str
+    length: int | None
+    scale: int | None
+    elements: tuple[str, ...] | None
+
+
+def ddl_column(raw: dict[str, Any]) -> DDLColumn:
+    """A ``tableChanges[].table.columns[]`` entry."""
+    elements = raw.get("enumValues")
+    return DDLColumn(
+        str(raw["typeName"]),
+        raw.get("length"),
+        raw.get("scale"),
+        tuple(_unquote(e) for e in elements) if elements else None,
+    )
+
+
+def _unquote(element: str) -> str:
+    # TiCDC lists ENUM/SET members as SQL literals: 'a', with '' for a quote inside.
+    if len(element) >= 2 and element[0] == element[-1] == "'":
+        return element[1:-1].replace("''", "'")
+    return element
+
+
+def _connect_type(field: dict[str, Any]) -> int:
+    """The MySQL type a Connect field stands for when no DDL says more."""
+    by_name = _SEMANTIC_TYPES.get(str(field.get("name")))
+    if by_name is not None:
+        return by_name
+    return _CONNECT_TYPES.get(str(field.get("type")), MySQLType.VARCHAR)
+
+
+_SEMANTIC_TYPES = {
+    "io.debezium.data.Bits": MySQLType.BIT,
+    "io.debezium.data.Enum": MySQLType.ENUM,
+    "io.debezium.data.EnumSet": MySQLType.SET,
+    "io.debezium.data.Json": MySQLType.JSON,
+    "io.debezium.time.Date": MySQLType.DATE,
+    "io.debezium.time.Timestamp": MySQLType.DATETIME,
+    "io.debezium.time.MicroTimestamp": MySQLType.DATETIME,
+    "io.debezium.time.ZonedTimestamp": MySQLType.TIMESTAMP,
+    "io.debezium.time.MicroTime": MySQLType.DURATION,
+    "io.debezium.time.Year": MySQLType.YEAR,
+}
+_CONNECT_TYPES = {
+    "boolean": MySQLType.BIT,
+    "int16": MySQLType.SHORT,
+    "int32": MySQLType.LONG,
+    "int64": MySQLType.LONGLONG,
+    "float": MySQLType.FLOAT,
+    "double": MySQLType.DOUBLE,
+    "bytes": MySQLType.BLOB,
+    "string": MySQLType.VARCHAR,
+}
+
+
+def column_plan(
+    field: dict[str, Any] | None, ddl: DDLColumn | None, key: bool
+) -> tuple[ColumnType, Reader]:
+    """A column's model type and the function reading its non-null JSON values, from its row
+    schema ``field`` (None when TiCDC ran with the schema off) and its DDL entry (None when
+    unseen)."""
+    flags = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY) if key else 0
+    if field is not None and field.get("optional"):
+        flags |= ColumnFlag.NULLABLE
+    if ddl is not None:
+        lowered = ddl.type_name.lower()
+        mysql_type = int(type_code(lowered))
+        if is_binary_name(lowered):
+            flags |= ColumnFlag.BINARY
+        if "unsigned" in lowered:
+            flags |= ColumnFlag.UNSIGNED
+    elif field is not None:
+        mysql_type = int(_connect_type(field))
+    else:
+        return column_type(MySQLType.VARCHAR, flags), _as_is
+    kind = column_type(mysql_type, flags)
+    return kind, _reader(kind, field or {}, ddl)
+
+
+def _reader(kind: ColumnType, field: dict[str, Any], ddl: DDLColumn | None) -> Reader:
+    mysql_type = kind.mysql_type
+    name = field.get("name")
+    if mysql_type in INTEGER_TYPES:
+        if mysql_type == MySQLType.LONGLONG and kind.is_unsigned:
+            return _unsigned_bigint  # TiCDC writes int64(v), as Debezium does
+        return _integer
+    if mysql_type == MySQLType.YEAR:
+        return _integer
+    if mysql_type in (MySQLType.FLOAT, MySQLType.DOUBLE):
+        return _float
+    if mysql_type == MySQLType.NEWDECIMAL:
+        if ddl is None or ddl.scale is None:
+            return _decimal
+        scale = int(ddl.scale)
+        return lambda raw: _decimal_scaled(raw, scale)
+    if mysql_type == MySQLType.BIT:
+        return _bits
+    if mysql_type in (MySQLType.ENUM, MySQLType.SET):
+        elements = _elements(field, ddl)
+        if mysql_type == MySQLType.ENUM:
+            indexes = {element: i for i, element in enumerate(elements, 1)}
+            return lambda raw: _enum(indexes, raw)
+        bits = {element: 1 << i for i, element in enumerate(elements)}
+        return lambda raw: _set(bits, raw)
+    if mysql_type in (MySQLType.DATE, MySQLType.NEWDATE):
+        return _date
+    if mysql_type == MySQLType.DATETIME:
+        fsp = _fsp(ddl, _DEFAULT_FSP.get(name or "", 6))
+        scale = 1000 if name == "io.debezium.time.Timestamp" or (name is None and fsp <= 3) else 1
+        return lambda raw: _datetime(raw, scale, fsp)
+    if mysql_type == MySQLType.TIMESTAMP:
+        return _timestamp
+    if mysql_type == MySQLType.DURATION:
+        fsp = _fsp(ddl, _TIME_FSP)
+        return lambda raw: _time(raw, fsp)
+    if kind.is_binary:
+        return _binary
+    return _text
+
+
+def _fsp(ddl: DDLColumn | None, default: int) -> int:
+    # TiCDC's tableChanges length of DATETIME/TIMESTAMP/TIME is the column's fractional digits.
+    if ddl is None or ddl.length is None:
+        return default
+    return max(0, min(6, ddl.length))
+
+
+def _elements(field: dict[str, Any], ddl: DDLColumn | None) -> tuple[str, ...]:
+    if ddl is not None and ddl.elements is not None:
+        return ddl.elements
+    allowed = (field.get("parameters") or {}).get("allowed")
+    return tuple(allowed.split(",")) if allowed else ()
+
+
+def _as_is(raw: Any) -> Value:
+    return raw  # type: ignore[no-any-return]
+
+
+def _integer(raw: Any) -> int:
+    if raw.__class__ is not int:
+        raise ValueError("not an integer")
+    return int(raw)
+
+
+def _unsigned_bigint(raw: Any) -> int:
+    return _integer(raw) & _MASK64
+
+
+def _float(raw: Any) -> float:
+    if raw.__class__ is not float and raw.__class__ is not int:
+        raise ValueError("not a number")
+    return float(raw)
+
+
+def _decimal(raw: Any) -> str:
+    # TiCDC writes DECIMAL as strconv.ParseFloat of its text: the double is all that is left.
+    return format_float(_float(raw))
+
+
+def _decimal_scaled(raw: Any, scale: int) -> str:
+    # With the DDL's scale, the digits the column shows: 588.1 of a DECIMAL(10,2) is "588.10".
+    return format(Decimal(_decimal(raw)), f".{scale}f")
+
+
+def _bits(raw: Any) -> int:
+    if raw.__class__ is bool:
+        return int(raw)  # BIT(1) is a boolean
+    # BIT(n > 1): the value's little-endian bytes, as many as n bits need.
+    return int.from_bytes(base64.b64decode(raw, validate=True), "little")
+
+
+def _enum(indexes: dict[str, int], raw: Any) -> int:
+    if raw == "":
+        return 0  # TiCDC writes an invalid member (non-strict mode) as ""
+    return indexes[raw]
+
+
+def _set(bits: dict[str, int], raw: Any) -> int:
+    if raw == "":
+        return 0
+    value = 0
+    for member in raw.split(","):
+        value |= bits[member]
+    return value
+
+
+def _date(raw: Any) -> str:
+    return (_EPOCH_DAY + timedelta(days=_integer(raw))).isoformat()
+
+
+def _datetime(raw: Any, scale: int, fsp: int) -> str:
+    moment = _EPOCH + timedelta(microseconds=_integer(raw) * scale)
+    text = (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+        f" {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    )
+    return text + f".{moment.microsecond:06d}"[: fsp + 1] if fsp else text
+
+
+def _timestamp(raw: Any) -> str:
+    # ZonedTimestamp in UTC, "2006-01-02T15:04:05[.fff]Z": the model keeps TiCDC's UTC text.
+    if raw.__class__ is not str or not raw.endswith("Z") or raw[10:11] != "T":
+        raise ValueError("not a UTC ZonedTimestamp")
+    return f"{raw[:10]} {raw[11:-1]}"
+
+
+def _time(raw: Any, fsp: int) -> str:
+    micros = _integer(raw)
+    sign = "-" if micros < 0 else ""
+    seconds, fraction = divmod(abs(micros), 1_000_000)
+    minutes, second = divmod(seconds, 60)
+    hours, minute = divmod(minutes, 60)
+    text = f"{sign}{hours:02d}:{minute:02d}:{second:02d}"
+    return text + f".{fraction:06d}"[: fsp + 1] if fsp else text
+
+
+def _binary(raw: Any) -> bytes:
+    return base64.b64decode(raw, validate=True)
+
+
+def _text(raw: Any) -> str:
+    if raw.__class__ is not str:
+        raise ValueError("not a string")
+    return str(raw)
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def field_schema(name: str, kind: ColumnType) -> dict[str, Any]:
+    """The Connect schema TiCDC's ``writeDebeziumFieldSchema`` writes for a column."""
+    mysql_type = kind.mysql_type
+    field: dict[str, Any] = {"type": "string"}
+    if mysql_type == MySQLType.BIT:
+        field = {
+            "type": "bytes",
+            "name": "io.debezium.data.Bits",
+            "version": 1,
+            "parameters": {"length": "64"},
+        }
+    elif mysql_type in (MySQLType.ENUM, MySQLType.SET):
+        semantic = "Enum" if mysql_type == MySQLType.ENUM else "EnumSet"
+        field = {
+            "type": "string",
+            "name": f"io.debezium.data.{semantic}",
+            "version": 1,
+            "parameters": {"allowed": ",".join(ENCODER_ELEMENTS)},
+        }
+    elif mysql_type in _WRITTEN_TIME_NAMES:
+        connect, semantic = _WRITTEN_TIME_NAMES[mysql_type]
+        field = {"type": connect, "name": semantic, "version": 1}
+    elif mysql_type in INTEGER_TYPES:
+        field = {"type": _integer_type(kind)}
+    elif mysql_type == MySQLType.FLOAT:
+        field = {"type": "float"}
+    elif mysql_type in (MySQLType.DOUBLE, MySQLType.NEWDECIMAL):
+        field = {"type": "double"}
+    field["optional"] = bool(kind.flags & ColumnFlag.NULLABLE)
+    field["field"] = name
+    return field
+
+
+_WRITTEN_TIME_NAMES: dict[int, tuple[str, str]] = {
+    MySQLType.DATE: ("int32", "io.debezium.time.Date"),
+    MySQLType.NEWDATE: ("int32", "io.debezium.time.Date"),
+    MySQLType.DATETIME: ("int64", "io.debezium.time.MicroTimestamp"),
+    MySQLType.TIMESTAMP: ("string", "io.debezium.time.ZonedTimestamp"),
+    MySQLType.DURATION: ("int64", "io.debezium.time.MicroTime"),
+    MySQLType.YEAR: ("int32", "io.debezium.time.Year"),
+    MySQLType.JSON: ("string", "io.debezium.data.Json"),
+}
+
+
+def _integer_type(kind: ColumnType) -> str:
+    mysql_type, unsigned = kind.mysql_type, kind.is_unsigned
+    if mysql_type == MySQLType.TINY:
+        return "int16"
+    if mysql_type == MySQLType.SHORT:
+        return "int32" if unsigned else "int16"
+    if mysql_type == MySQLType.INT24:
+        return "int32"
+    if mysql_type == MySQLType.LONG:
+        return "int64" if unsigned else "int32"
+    return "int64"
+
+
+def ddl_type_name(kind: ColumnType) -> str:
+    """The ``typeName`` a DDL's ``tableChanges`` gives a column of ``kind``."""
+    name = type_name(kind).upper()
+    return f"{name} UNSIGNED" if kind.is_unsigned and kind.mysql_type in INTEGER_TYPES else name
+
+
+def write_value(kind: ColumnType, value: int | float | str | bytes) -> Any:
+    """A non-null model value as TiCDC's ``writeDebeziumFieldValue`` writes it."""
+    mysql_type = kind.mysql_type
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        if mysql_type == MySQLType.BIT:
+            return base64.b64encode(value.to_bytes(8, "little")).decode("ascii")
+        if mysql_type in (MySQLType.ENUM, MySQLType.SET):
+            return _members(mysql_type, value)
+        if mysql_type == MySQLType.LONGLONG and kind.is_unsigned and value >= 1 << 63:
+            return value - (1 << 64)
+        return value
+    if mysql_type == MySQLType.NEWDECIMAL:
+        return float(value)
+    if mysql_type in (MySQLType.DATE, MySQLType.NEWDATE):
+        return (date.fromisoformat(value) - _EPOCH_DAY).days
+    if mysql_type == MySQLType.DATETIME:
+        return (datetime.fromisoformat(value) - _EPOCH) // timedelta(microseconds=1)
+    if mysql_type == MySQLType.TIMESTAMP:
+        return f"{value[:10]}T{value[11:]}Z"
+    if mysql_type == MySQLType.DURATION:
+        return _time_micros(value)
+    return value
+
+
+def _members(mysql_type: int, value: int) -> str:
+    if mysql_type == MySQLType.ENUM:
+        if value == 0:
+            return ""
+        if value > len(ENCODER_ELEMENTS):
+            raise ValueError(f"ENUM index {value} is over the encoder's {len(ENCODER_ELEMENTS)}")
+        return ENCODER_ELEMENTS[value - 1]
+    return ",".join(ENCODER_ELEMENTS[i] for i in range(64) if value >> i & 1)
+
+
+def _time_micros(text: str) -> int:
+    negative = text.startswith("-")
+    clock, _, fraction = text.lstrip("-").partition(".")
+    hours, minutes, seconds = (int(part) for part in clock.split(":"))
+    micros = ((hours * 60 + minutes) * 60 + seconds) * 1_000_000 + int(fraction.ljust(6, "0")[:6])
+    return -micros if negative else micros
