@@ -12,13 +12,16 @@ Open Protocol's rate for the same events. Open Protocol, Craft and Simple JSON d
 from __future__ import annotations
 
 import argparse
+import gzip
 import io
 import time
+from base64 import b64decode
 from collections.abc import Callable
+from pathlib import Path
 
 import orjson
 
-from streams.codecs import codec_for
+from streams.codecs import Codec, codec_for
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import avro_schema
 from streams.native import native_module
@@ -35,10 +38,91 @@ def best_rate(events: int, run: Callable[[], object], repeat: int) -> float:
     return events / best
 
 
+Stream = list[tuple[int, bytes | None, bytes]]
+
+
+def read_stream(path: Path) -> Stream:
+    """(partition, key, value) of each message of a ticdc_encoded ``.jsonl.gz`` stream."""
+    with gzip.open(path) as lines:
+        items = [orjson.loads(line) for line in lines]
+    return [
+        (item["p"], None if item["k"] is None else b64decode(item["k"]), b64decode(item["v"]))
+        for item in items
+    ]
+
+
+def decode_stream(protocol: str, stream: Stream) -> int:
+    """Decodes the stream with a codec per partition, as consumers do; returns its events."""
+    codecs: dict[int, Codec] = {}
+    events = 0
+    for partition, key, value in stream:
+        codec = codecs.get(partition)
+        if codec is None:
+            codec = codecs[partition] = codec_for(protocol)
+        events += len(codec.decode(key, value))
+    return events
+
+
+def ticdc_encoded_rows(folder: Path, repeat: int) -> list[tuple[str, float, str, float]]:
+    """A row per protocol for the streams TiCDC's own encoders wrote, beside the baseline of the
+    same messages: ``orjson.loads`` of each JSON document (Open Protocol's framed events, the
+    Debezium key and value), fastavro's schemaless read for Simple Avro, and for Craft the Open
+    Protocol stream's decode rate (the same events)."""
+    out: list[tuple[str, float, str, float]] = []
+    rates: dict[str, float] = {}
+    loads = orjson.loads
+    for protocol in ("open", "craft", "canal-json", "simple", "debezium", "simple-avro"):
+        stream = read_stream(folder / f"{protocol}.jsonl.gz")
+        events = decode_stream(protocol, stream)
+        rate = best_rate(events, lambda s=stream, p=protocol: decode_stream(p, s), repeat)
+        rates[protocol] = rate
+        label = f"{protocol} [ticdc]"
+        if protocol == "craft":
+            out.append((label, rate, "open decode", rates["open"]))
+            continue
+        if protocol == "simple-avro":
+            import fastavro
+
+            values = [value for _, _, value in stream]
+
+            def avro_baseline(values: list[bytes] = values) -> None:
+                reader, schema = fastavro.schemaless_reader, avro_schema()
+                for value in values:
+                    reader(io.BytesIO(value), schema, None)
+
+            out.append((label, rate, "fastavro reader", best_rate(events, avro_baseline, repeat)))
+            continue
+        if protocol == "open":
+            documents = [
+                document
+                for _, key, value in stream
+                for pair in zip(
+                    split_frames(key or b"", 8, "key"), split_frames(value, 0, "value"), strict=True
+                )
+                for document in pair
+                if document
+            ]
+        else:
+            documents = [d for _, key, value in stream for d in (key, value) if d]
+
+        def json_baseline(documents: list[bytes] = documents) -> None:
+            for document in documents:
+                loads(document)
+
+        out.append((label, rate, "orjson.loads", best_rate(events, json_baseline, repeat)))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=32_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--ticdc-encoded",
+        type=Path,
+        default=Path(__file__).parents[2] / "shared" / "conformance" / "ticdc_encoded",
+        help="the streams TiCDC's own encoders wrote (a [ticdc] row per protocol)",
+    )
     args = parser.parse_args()
     rows = make_rows(args.rows)
     table: list[tuple[str, float, str, float]] = []
@@ -136,6 +220,12 @@ def main() -> None:
             best_rate(len(rows), avro_baseline, args.repeat),
         )
     )
+
+    folder = args.ticdc_encoded
+    if folder.is_dir():
+        table += ticdc_encoded_rows(folder, args.repeat)
+    else:
+        print(f"{folder} not found: no rows for TiCDC's own streams")
 
     print(f"{len(rows)} row events, 10 columns, best of {args.repeat} runs")
     header = ("protocol", "decode ev/s", "baseline", "baseline ev/s", "ratio")

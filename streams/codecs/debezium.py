@@ -19,19 +19,24 @@ import orjson
 from config.errors import DecodeError, EncodeError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.debezium_values import (
+    LAST_DDL_VERSION,
     DDLColumn,
     Reader,
     column_plan,
     ddl_column,
+    ddl_columns,
+    ddl_table_schema,
     ddl_type_name,
     field_schema,
     write_value,
 )
+from streams.codecs.simple_schema import SchemaStore
 from streams.model import (
     ColumnFlag,
     ColumnType,
     DDLEvent,
     Event,
+    MySQLType,
     Op,
     Resolved,
     RowChange,
@@ -49,6 +54,7 @@ _MASK64 = (1 << 64) - 1
 # The DDL type when a schema-change message names none (TiCDC's tableChanges is empty for
 # database-level statements), as the Simple protocol names such DDL.
 _PLAIN_DDL = "QUERY"
+_SIX_DIGITS = frozenset({MySQLType.DATETIME, MySQLType.DURATION})
 
 Plan = dict[str, tuple[ColumnType, Reader]]
 
@@ -64,7 +70,10 @@ class DebeziumCodec(Codec):
 
     protocol = PROTOCOL
 
-    def __init__(self) -> None:
+    def __init__(self, schemas: SchemaStore | None = None) -> None:
+        # Where the last DDL columns of each table are kept beyond this codec (the worker's
+        # store is in Redis, so a restarted worker still types rows of tables it saw no DDL of).
+        self.schemas = schemas
         # (db, table) -> columns of the table's last DDL, and a count of the DDL seen, which
         # retires the column plans made before it.
         self._tables: dict[tuple[str, str], dict[str, DDLColumn]] = {}
@@ -110,6 +119,8 @@ class DebeziumCodec(Codec):
                 columns = {c["name"]: ddl_column(c) for c in table.get("columns") or ()}
                 self._tables[(db, name)] = columns
                 self._generation += 1
+                if self.schemas is not None:
+                    self.schemas.put(ddl_table_schema(db, name, columns))
         query = payload["ddl"]
         if query.__class__ is not str:
             raise ValueError("'ddl' must be a string")
@@ -168,7 +179,10 @@ class DebeziumCodec(Codec):
         self, message: dict[str, Any], db: str, table: str, key_names: tuple[str, ...]
     ) -> tuple[int, tuple[str, ...], Plan, dict[str, ColumnType]]:
         fields = _row_fields(message)
-        ddl = self._tables.get((db, table), {})
+        ddl = self._tables.get((db, table))
+        if ddl is None:
+            known = self.schemas and self.schemas.get(db, table, LAST_DDL_VERSION)
+            ddl = self._tables[(db, table)] = ddl_columns(known) if known else {}
         payload = message["payload"]
         names = list(fields) or list(payload.get("after") or payload.get("before") or ())
         keys = set(key_names)
@@ -273,11 +287,13 @@ class DebeziumCodec(Codec):
 
 
 def _table_id(text: str) -> tuple[str, str]:
-    """``"db"."table"`` as TiCDC writes a table change's id (names are not escaped)."""
-    if not (text.startswith('"') and text.endswith('"') and '"."' in text):
-        raise ValueError(f'table change id {text!r} is not "db"."table"')
-    db, _, table = text[1:-1].partition('"."')
-    return db, table
+    """The (db, table) of a table change's id, ``"db"."table"`` as TiCDC writes it (names not
+    escaped); a RENAME's id is the new name, then the old one: ``"d"."new","d"."old"``."""
+    if len(text) >= 5 and text[0] == text[-1] == '"':
+        db, found, table = text[1:-1].split('","', 1)[0].partition('"."')
+        if found:
+            return db, table
+    raise ValueError(f'table change id {text!r} is not "db"."table"')
 
 
 def _row_fields(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -397,7 +413,8 @@ def _table_changes(columns: dict[str, ColumnType]) -> dict[str, Any]:
             {
                 "name": name,
                 "typeName": ddl_type_name(kind),
-                "length": None,
+                # TiCDC gives DATETIME and TIME their digits; the model's are six.
+                "length": 6 if kind.mysql_type in _SIX_DIGITS else None,
                 "position": position,
                 "optional": bool(kind.flags & ColumnFlag.NULLABLE),
             }

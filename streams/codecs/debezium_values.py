@@ -21,8 +21,10 @@ from streams.codecs.values import format_float
 from streams.model import (
     INTEGER_TYPES,
     ColumnFlag,
+    ColumnSchema,
     ColumnType,
     MySQLType,
+    TableSchema,
     Value,
     column_type,
 )
@@ -60,6 +62,40 @@ def ddl_column(raw: dict[str, Any]) -> DDLColumn:
         raw.get("scale"),
         tuple(_unquote(e) for e in elements) if elements else None,
     )
+
+
+# The version under which a table's last DDL columns are kept in a schema store: Debezium has no
+# schema versions, and only the last DDL of a table types its rows.
+LAST_DDL_VERSION = 0
+
+
+def ddl_table_schema(db: str, table: str, columns: dict[str, DDLColumn]) -> TableSchema:
+    """``columns`` as a schema store keeps them (lengths of None as 0: only the digits of
+    DATETIME and TIME use them, and TiCDC always gives those)."""
+    return TableSchema(
+        db,
+        table,
+        0,
+        LAST_DDL_VERSION,
+        tuple(
+            ColumnSchema(
+                name,
+                column.type_name.lower(),
+                length=column.length or 0,
+                decimal=column.scale,
+                elements=column.elements,
+            )
+            for name, column in columns.items()
+        ),
+    )
+
+
+def ddl_columns(table: TableSchema) -> dict[str, DDLColumn]:
+    """The DDL columns :func:`ddl_table_schema` keeps."""
+    return {
+        column.name: DDLColumn(column.mysql_type, column.length, column.decimal, column.elements)
+        for column in table.columns
+    }
 
 
 def _unquote(element: str) -> str:
@@ -260,6 +296,13 @@ def _time(raw: Any, fsp: int) -> str:
     hours, minute = divmod(minutes, 60)
     text = f"{sign}{hours:02d}:{minute:02d}:{second:02d}"
     return text + f".{fraction:06d}"[: fsp + 1] if fsp else text
+
+
+def carried_decimal(text: str) -> str:
+    """What of a DECIMAL's ``text`` reaches a Debezium consumer (TiCDC sends the double), shown
+    with the text's own number of decimals."""
+    scale = len(text.partition(".")[2])
+    return format(Decimal(format_float(float(text))), f".{scale}f")
 
 
 def _binary(raw: Any) -> bytes:

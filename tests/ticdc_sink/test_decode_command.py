@@ -170,7 +170,9 @@ def test_stream_file_decodes_a_codec_per_partition(tmp_path: Path) -> None:
     assert b"line 2 is not a {p, k, v} object" in bad.stderr
 
 
-@pytest.mark.parametrize("name", ["open", "craft", "canal-json", "simple", "simple-avro"])
+@pytest.mark.parametrize(
+    "name", ["open", "craft", "canal-json", "simple", "simple-avro", "debezium"]
+)
 def test_prints_every_message_of_ticdcs_own_streams(conformance: Path, name: str) -> None:
     stream = conformance / "ticdc_encoded" / f"{name}.jsonl.gz"
     meta = json.loads((conformance / "ticdc_encoded" / f"{name}.meta.json").read_text())
@@ -178,7 +180,7 @@ def test_prints_every_message_of_ticdcs_own_streams(conformance: Path, name: str
     assert result.returncode == 0, result.stderr[-2000:]
     printed = [json.loads(line) for line in result.stdout.splitlines()]
     assert sum(e["type"] == "row" for e in printed) == meta["row_events"]
-    assert (
-        max(e["commit_ts"] for e in printed if e["type"] == "resolved")
-        == (meta["final_resolved_ts"])
-    )
+    resolved = [e["commit_ts"] for e in printed if e["type"] == "resolved"]
+    # TiCDC's Debezium encoder at this commit writes no checkpoint messages.
+    final = None if name == "debezium" else meta["final_resolved_ts"]
+    assert max(resolved, default=None) == final
