@@ -56,7 +56,7 @@ _MASK64 = (1 << 64) - 1
 _PLAIN_DDL = "QUERY"
 _SIX_DIGITS = frozenset({MySQLType.DATETIME, MySQLType.DURATION})
 
-Plan = dict[str, tuple[ColumnType, Reader]]
+Plan = dict[str, tuple[ColumnType, Reader, type | None]]
 
 
 def _uint64(value: Any, field: str) -> int:
@@ -78,10 +78,9 @@ class DebeziumCodec(Codec):
         # retires the column plans made before it.
         self._tables: dict[tuple[str, str], dict[str, DDLColumn]] = {}
         self._generation = 0
-        # (db, table) -> (generation, key columns, plan, the plan's columns).
-        self._plans: dict[
-            tuple[str, str], tuple[int, tuple[str, ...], Plan, dict[str, ColumnType]]
-        ] = {}
+        # (db, table) -> (generation, plan, the plan's columns). The handle key (from the
+        # message key) changes only with a DDL, so a plan is made, and a key read, once per DDL.
+        self._plans: dict[tuple[str, str], tuple[int, Plan, dict[str, ColumnType]]] = {}
         self._announced: dict[tuple[str, str], dict[str, ColumnType]] = {}
 
     # --- decoding -------------------------------------------------------------------------
@@ -142,31 +141,33 @@ class DebeziumCodec(Codec):
     ) -> RowChange:
         source = payload["source"]
         db, table = source["db"], source["table"]
-        key_names = tuple(orjson.loads(key)["payload"]) if key else ()
         cached = self._plans.get((db, table))
-        if cached is None or cached[0] != self._generation or cached[1] != key_names:
-            cached = self._plan(message, db, table, key_names)
+        if cached is None or cached[0] != self._generation:
+            cached = self._plan(key, message, db, table)
         after, before = payload.get("after"), payload.get("before")
         if after is None and before is None:
             raise DecodeError(PROTOCOL, "row without before or after", where="payload")
         try:
-            new = _image(cached[2], after)
-            old = _image(cached[2], before)
+            new = _image(cached[1], after)
+            old = _image(cached[1], before)
         except KeyError:
             # A column the plan does not know: make it again from this message's schema.
-            cached = self._plan(message, db, table, key_names)
-            new = _image(cached[2], after)
-            old = _image(cached[2], before)
+            cached = self._plan(key, message, db, table)
+            new = _image(cached[1], after)
+            old = _image(cached[1], before)
         image = new if new is not None else old
-        plan_columns = cached[3]
+        plan_columns = cached[2]
         if image is not None and len(image) == len(plan_columns):
             columns = dict(plan_columns)
         else:
-            columns = {name: cached[2][name][0] for name in image or ()}
+            columns = {name: cached[1][name][0] for name in image or ()}
         if (op is Op.DELETE and old is None) or (op is not Op.DELETE and new is None):
             raise DecodeError(PROTOCOL, f"{op.value} without its row image", where="payload")
+        commit_ts = source["commit_ts"]
+        if commit_ts.__class__ is not int or not 0 <= commit_ts <= _MASK64:
+            commit_ts = _uint64(commit_ts, "source.commit_ts")
         return RowChange(
-            _uint64(source["commit_ts"], "source.commit_ts"),
+            commit_ts,
             db,
             table,
             op,
@@ -176,18 +177,18 @@ class DebeziumCodec(Codec):
         )
 
     def _plan(
-        self, message: dict[str, Any], db: str, table: str, key_names: tuple[str, ...]
-    ) -> tuple[int, tuple[str, ...], Plan, dict[str, ColumnType]]:
+        self, key: bytes | None, message: dict[str, Any], db: str, table: str
+    ) -> tuple[int, Plan, dict[str, ColumnType]]:
         fields = _row_fields(message)
+        keys = set(orjson.loads(key)["payload"]) if key else set()
         ddl = self._tables.get((db, table))
         if ddl is None:
             known = self.schemas and self.schemas.get(db, table, LAST_DDL_VERSION)
             ddl = self._tables[(db, table)] = ddl_columns(known) if known else {}
         payload = message["payload"]
         names = list(fields) or list(payload.get("after") or payload.get("before") or ())
-        keys = set(key_names)
         plan = {name: column_plan(fields.get(name), ddl.get(name), name in keys) for name in names}
-        cached = (self._generation, key_names, plan, {n: kind for n, (kind, _) in plan.items()})
+        cached = (self._generation, plan, {name: entry[0] for name, entry in plan.items()})
         self._plans[(db, table)] = cached
         return cached
 
@@ -311,10 +312,11 @@ def _image(plan: Plan, raw: Any) -> dict[str, Value] | None:
     if raw is None:
         return None
     image: dict[str, Value] = {}
+    value: Any
     for name, value in raw.items():
-        reader = plan[name][1]
-        if value is None:
-            image[name] = None
+        _, reader, plain = plan[name]
+        if value.__class__ is plain or value is None:
+            image[name] = value  # type: ignore[assignment]  # an int, float or str as it is
             continue
         try:
             image[name] = reader(value)

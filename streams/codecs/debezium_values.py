@@ -10,6 +10,7 @@ UNSIGNED an ``int64``, the fractional digits of DATETIME and TIME) comes from th
 from __future__ import annotations
 
 import base64
+import binascii
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -139,10 +140,10 @@ _CONNECT_TYPES = {
 
 def column_plan(
     field: dict[str, Any] | None, ddl: DDLColumn | None, key: bool
-) -> tuple[ColumnType, Reader]:
-    """A column's model type and the function reading its non-null JSON values, from its row
-    schema ``field`` (None when TiCDC ran with the schema off) and its DDL entry (None when
-    unseen)."""
+) -> tuple[ColumnType, Reader, type | None]:
+    """A column's model type, the function reading its non-null JSON values, and the JSON class
+    whose values are already the model's (read as they are), from its row schema ``field``
+    (None when TiCDC ran with the schema off) and its DDL entry (None when unseen)."""
     flags = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY) if key else 0
     if field is not None and field.get("optional"):
         flags |= ColumnFlag.NULLABLE
@@ -156,9 +157,10 @@ def column_plan(
     elif field is not None:
         mysql_type = int(_connect_type(field))
     else:
-        return column_type(MySQLType.VARCHAR, flags), _as_is
+        return column_type(MySQLType.VARCHAR, flags), _as_is, None
     kind = column_type(mysql_type, flags)
-    return kind, _reader(kind, field or {}, ddl)
+    reader = _reader(kind, field or {}, ddl)
+    return kind, reader, _PLAIN_CLASSES.get(reader)
 
 
 def _reader(kind: ColumnType, field: dict[str, Any], ddl: DDLColumn | None) -> Reader:
@@ -243,6 +245,11 @@ def _decimal(raw: Any) -> str:
 
 def _decimal_scaled(raw: Any, scale: int) -> str:
     # With the DDL's scale, the digits the column shows: 588.1 of a DECIMAL(10,2) is "588.10".
+    text = repr(_float(raw))
+    whole, _, fraction = text.partition(".")
+    if "e" not in text and len(fraction) <= scale and whole[-1:].isdigit():
+        # The shortest digits already fit the scale ("588.0" -> "588.00"): pad them.
+        return f"{whole}.{fraction.ljust(scale, '0')}" if scale else whole
     return format(Decimal(_decimal(raw)), f".{scale}f")
 
 
@@ -250,7 +257,7 @@ def _bits(raw: Any) -> int:
     if raw.__class__ is bool:
         return int(raw)  # BIT(1) is a boolean
     # BIT(n > 1): the value's little-endian bytes, as many as n bits need.
-    return int.from_bytes(base64.b64decode(raw, validate=True), "little")
+    return int.from_bytes(binascii.a2b_base64(raw, strict_mode=True), "little")
 
 
 def _enum(indexes: dict[str, int], raw: Any) -> int:
@@ -274,11 +281,8 @@ def _date(raw: Any) -> str:
 
 def _datetime(raw: Any, scale: int, fsp: int) -> str:
     moment = _EPOCH + timedelta(microseconds=_integer(raw) * scale)
-    text = (
-        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-        f" {moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
-    )
-    return text + f".{moment.microsecond:06d}"[: fsp + 1] if fsp else text
+    # "YYYY-MM-DD HH:MM:SS.ffffff", cut to the column's digits.
+    return moment.isoformat(" ", "microseconds")[: 20 + fsp if fsp else 19]
 
 
 def _timestamp(raw: Any) -> str:
@@ -305,14 +309,21 @@ def carried_decimal(text: str) -> str:
     return format(Decimal(format_float(float(text))), f".{scale}f")
 
 
+# Readers whose JSON values of one class are already the model's values.
+_PLAIN_CLASSES: dict[Reader, type] = {}
+
+
 def _binary(raw: Any) -> bytes:
-    return base64.b64decode(raw, validate=True)
+    return binascii.a2b_base64(raw, strict_mode=True)
 
 
 def _text(raw: Any) -> str:
     if raw.__class__ is not str:
         raise ValueError("not a string")
     return str(raw)
+
+
+_PLAIN_CLASSES.update({_integer: int, _float: float, _text: str})
 
 
 # --- writing ---------------------------------------------------------------------------------
