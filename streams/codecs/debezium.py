@@ -12,6 +12,7 @@ schema leaves out, so the codec remembers the last ``tableChanges`` of each tabl
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -56,7 +57,19 @@ _MASK64 = (1 << 64) - 1
 _PLAIN_DDL = "QUERY"
 _SIX_DIGITS = frozenset({MySQLType.DATETIME, MySQLType.DURATION})
 
-Plan = dict[str, tuple[ColumnType, Reader, type | None]]
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """How a table's row images are read, made once per DDL."""
+
+    generation: int
+    columns: dict[str, ColumnType]
+    names: frozenset[str]
+    # Columns whose every JSON value is read by its reader.
+    reads: tuple[tuple[str, Reader], ...]
+    # Columns whose values of one JSON class are the model's as they are (int, float, str):
+    # the reader sees only the others (an int of a DOUBLE column, or a wrong type to refuse).
+    checks: tuple[tuple[str, type, Reader], ...]
 
 
 def _uint64(value: Any, field: str) -> int:
@@ -80,7 +93,7 @@ class DebeziumCodec(Codec):
         self._generation = 0
         # (db, table) -> (generation, plan, the plan's columns). The handle key (from the
         # message key) changes only with a DDL, so a plan is made, and a key read, once per DDL.
-        self._plans: dict[tuple[str, str], tuple[int, Plan, dict[str, ColumnType]]] = {}
+        self._plans: dict[tuple[str, str], Plan] = {}
         self._announced: dict[tuple[str, str], dict[str, ColumnType]] = {}
 
     # --- decoding -------------------------------------------------------------------------
@@ -141,26 +154,33 @@ class DebeziumCodec(Codec):
     ) -> RowChange:
         source = payload["source"]
         db, table = source["db"], source["table"]
-        cached = self._plans.get((db, table))
-        if cached is None or cached[0] != self._generation:
-            cached = self._plan(key, message, db, table)
+        plan = self._plans.get((db, table))
+        if plan is None or plan.generation != self._generation:
+            plan = self._plan(key, message, db, table)
         after, before = payload.get("after"), payload.get("before")
         if after is None and before is None:
             raise DecodeError(PROTOCOL, "row without before or after", where="payload")
-        try:
-            new = _image(cached[1], after)
-            old = _image(cached[1], before)
-        except KeyError:
+        if (after is not None and after.__class__ is not dict) or (
+            before is not None and before.__class__ is not dict
+        ):
+            raise DecodeError(PROTOCOL, "before and after must be objects", where="payload")
+        if not plan.names.issuperset(after or ()) or not plan.names.issuperset(before or ()):
             # A column the plan does not know: make it again from this message's schema.
-            cached = self._plan(key, message, db, table)
-            new = _image(cached[1], after)
-            old = _image(cached[1], before)
+            plan = self._plan(key, message, db, table)
+            unknown = set(after or ()) | set(before or ())
+            if not plan.names.issuperset(unknown):
+                raise DecodeError(
+                    PROTOCOL,
+                    f"columns {sorted(unknown - plan.names)} are not in the row's schema",
+                    where="payload",
+                )
+        new = _image(plan, after)
+        old = _image(plan, before)
         image = new if new is not None else old
-        plan_columns = cached[2]
-        if image is not None and len(image) == len(plan_columns):
-            columns = dict(plan_columns)
+        if image is not None and len(image) == len(plan.columns):
+            columns = dict(plan.columns)
         else:
-            columns = {name: cached[1][name][0] for name in image or ()}
+            columns = {name: plan.columns[name] for name in image or ()}
         if (op is Op.DELETE and old is None) or (op is not Op.DELETE and new is None):
             raise DecodeError(PROTOCOL, f"{op.value} without its row image", where="payload")
         commit_ts = source["commit_ts"]
@@ -176,9 +196,7 @@ class DebeziumCodec(Codec):
             old,
         )
 
-    def _plan(
-        self, key: bytes | None, message: dict[str, Any], db: str, table: str
-    ) -> tuple[int, Plan, dict[str, ColumnType]]:
+    def _plan(self, key: bytes | None, message: dict[str, Any], db: str, table: str) -> Plan:
         fields = _row_fields(message)
         keys = set(orjson.loads(key)["payload"]) if key else set()
         ddl = self._tables.get((db, table))
@@ -187,10 +205,20 @@ class DebeziumCodec(Codec):
             ddl = self._tables[(db, table)] = ddl_columns(known) if known else {}
         payload = message["payload"]
         names = list(fields) or list(payload.get("after") or payload.get("before") or ())
-        plan = {name: column_plan(fields.get(name), ddl.get(name), name in keys) for name in names}
-        cached = (self._generation, plan, {name: entry[0] for name, entry in plan.items()})
-        self._plans[(db, table)] = cached
-        return cached
+        made = {name: column_plan(fields.get(name), ddl.get(name), name in keys) for name in names}
+        plan = Plan(
+            self._generation,
+            {name: kind for name, (kind, _, _) in made.items()},
+            frozenset(made),
+            tuple((name, reader) for name, (_, reader, plain) in made.items() if plain is None),
+            tuple(
+                (name, plain, reader)
+                for name, (_, reader, plain) in made.items()
+                if plain is not None
+            ),
+        )
+        self._plans[(db, table)] = plan
+        return plan
 
     # --- encoding -------------------------------------------------------------------------
 
@@ -308,22 +336,25 @@ def _row_fields(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {}
 
 
-def _image(plan: Plan, raw: Any) -> dict[str, Value] | None:
+def _image(plan: Plan, raw: dict[str, Any] | None) -> dict[str, Value] | None:
+    """A row image of the plan's columns (the caller checked that it has no others)."""
     if raw is None:
         return None
-    image: dict[str, Value] = {}
-    value: Any
-    for name, value in raw.items():
-        _, reader, plain = plan[name]
-        if value.__class__ is plain or value is None:
-            image[name] = value  # type: ignore[assignment]  # an int, float or str as it is
-            continue
-        try:
-            image[name] = reader(value)
-        except (ValueError, TypeError, KeyError) as exc:
-            raise DecodeError(
-                PROTOCOL, f"bad value {value!r}: {exc!r}", where=f"payload.{name}"
-            ) from None
+    image = dict(raw)
+    name = ""
+    try:
+        for name, reader in plan.reads:
+            value = image.get(name)
+            if value is not None:
+                image[name] = reader(value)
+        for name, plain, reader in plan.checks:
+            value = image.get(name)
+            if value is not None and value.__class__ is not plain:
+                image[name] = reader(value)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DecodeError(
+            PROTOCOL, f"bad value {raw[name]!r}: {exc!r}", where=f"payload.{name}"
+        ) from None
     return image
 
 
