@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from streams.codecs.simple_schema import is_binary_name, type_code, type_name
@@ -178,27 +179,27 @@ def _reader(kind: ColumnType, field: dict[str, Any], ddl: DDLColumn | None) -> R
         if ddl is None or ddl.scale is None:
             return _decimal
         scale = int(ddl.scale)
-        return lambda raw: _decimal_scaled(raw, scale)
+        return partial(_decimal_scaled, scale)
     if mysql_type == MySQLType.BIT:
         return _bits
     if mysql_type in (MySQLType.ENUM, MySQLType.SET):
         elements = _elements(field, ddl)
         if mysql_type == MySQLType.ENUM:
             indexes = {element: i for i, element in enumerate(elements, 1)}
-            return lambda raw: _enum(indexes, raw)
+            return partial(_enum, indexes)
         bits = {element: 1 << i for i, element in enumerate(elements)}
-        return lambda raw: _set(bits, raw)
+        return partial(_set, bits)
     if mysql_type in (MySQLType.DATE, MySQLType.NEWDATE):
         return _date
     if mysql_type == MySQLType.DATETIME:
         fsp = _fsp(ddl, _DEFAULT_FSP.get(name or "", 6))
         scale = 1000 if name == "io.debezium.time.Timestamp" or (name is None and fsp <= 3) else 1
-        return lambda raw: _datetime(raw, scale, fsp)
+        return partial(_datetime, scale, fsp)
     if mysql_type == MySQLType.TIMESTAMP:
         return _timestamp
     if mysql_type == MySQLType.DURATION:
         fsp = _fsp(ddl, _TIME_FSP)
-        return lambda raw: _time(raw, fsp)
+        return partial(_time, fsp)
     if kind.is_binary:
         return _binary
     return _text
@@ -243,7 +244,7 @@ def _decimal(raw: Any) -> str:
     return format_float(_float(raw))
 
 
-def _decimal_scaled(raw: Any, scale: int) -> str:
+def _decimal_scaled(scale: int, raw: Any) -> str:
     # With the DDL's scale, the digits the column shows: 588.1 of a DECIMAL(10,2) is "588.10".
     text = repr(_float(raw))
     whole, _, fraction = text.partition(".")
@@ -279,8 +280,10 @@ def _date(raw: Any) -> str:
     return (_EPOCH_DAY + timedelta(days=_integer(raw))).isoformat()
 
 
-def _datetime(raw: Any, scale: int, fsp: int) -> str:
-    moment = _EPOCH + timedelta(microseconds=_integer(raw) * scale)
+def _datetime(scale: int, fsp: int, raw: Any) -> str:
+    if raw.__class__ is not int:
+        raise ValueError("not an integer")
+    moment = _EPOCH + timedelta(microseconds=raw * scale)
     # "YYYY-MM-DD HH:MM:SS.ffffff", cut to the column's digits.
     return moment.isoformat(" ", "microseconds")[: 20 + fsp if fsp else 19]
 
@@ -292,7 +295,7 @@ def _timestamp(raw: Any) -> str:
     return f"{raw[:10]} {raw[11:-1]}"
 
 
-def _time(raw: Any, fsp: int) -> str:
+def _time(fsp: int, raw: Any) -> str:
     micros = _integer(raw)
     sign = "-" if micros < 0 else ""
     seconds, fraction = divmod(abs(micros), 1_000_000)
