@@ -91,8 +91,8 @@ class DebeziumCodec(Codec):
         # retires the column plans made before it.
         self._tables: dict[tuple[str, str], dict[str, DDLColumn]] = {}
         self._generation = 0
-        # (db, table) -> (generation, plan, the plan's columns). The handle key (from the
-        # message key) changes only with a DDL, so a plan is made, and a key read, once per DDL.
+        # (db, table) -> how its rows are read. The handle key (from the message key) changes
+        # only with a DDL, so a plan is made, and a key read, once per DDL.
         self._plans: dict[tuple[str, str], Plan] = {}
         self._announced: dict[tuple[str, str], dict[str, ColumnType]] = {}
 
