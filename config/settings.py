@@ -102,6 +102,7 @@ class Protocol(StrEnum):
     SIMPLE = "simple"
     SIMPLE_AVRO = "simple-avro"
     CANAL_JSON = "canal-json"
+    DEBEZIUM = "debezium"
 
 
 class OnError(StrEnum):

@@ -69,7 +69,7 @@ def _services(args: argparse.Namespace) -> int:
 def _decode(args: argparse.Namespace) -> int:
     from ticdc_sink.decode_command import run_decode
 
-    return run_decode(args.protocol, args.key, args.values)
+    return run_decode(args.protocol, args.key, args.values, args.stream)
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -199,18 +199,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     services.set_defaults(handler=_services)
 
-    decode = commands.add_parser("decode", help="print the events of one Kafka message as JSON")
+    decode = commands.add_parser("decode", help="print the events of Kafka messages as JSON")
+    decode.add_argument("--protocol", required=True, choices=[p.value for p in Protocol])
     decode.add_argument(
-        "--protocol",
-        required=True,
-        choices=["open", "craft", "simple", "simple-avro", "canal-json"],
+        "--key",
+        action="append",
+        default=[],
+        metavar="KEYFILE",
+        help="the Kafka key of the value file in the same place (repeat: one per value file;"
+        " '' for none)",
     )
-    decode.add_argument("--key", metavar="KEYFILE", help="the Kafka key (Open Protocol)")
+    decode.add_argument(
+        "--stream",
+        action="append",
+        default=[],
+        metavar="STREAMFILE",
+        help="JSON lines {p, k, v} (base64 key and value, .gz read as gzip), as in"
+        " conformance/ticdc_encoded; a codec per partition (repeatable)",
+    )
     decode.add_argument(
         "values",
         nargs="*",
         metavar="VALUEFILE",
-        help="Kafka value files (default: stdin, '-'); one codec decodes them in turn",
+        help="Kafka value files (default without --stream: stdin, '-'); one codec decodes them"
+        " in turn",
     )
     decode.set_defaults(handler=_decode)
 

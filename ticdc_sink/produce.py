@@ -17,11 +17,12 @@ from typing import Any
 
 import orjson
 
-from config.settings import Settings
+from config.settings import Protocol, Settings
 from streams.codecs import KafkaMessage, codec_for
+from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
 from streams.kafka_client import kafka_options
-from streams.model import Resolved, RowChange, Value
+from streams.model import ColumnType, MySQLType, Resolved, RowChange, Value
 from ticdc_sink.scenario import KEYS, START_TS, Scenario
 
 # TiCDC sends resolved events every second; here every this many transactions.
@@ -81,16 +82,25 @@ def scenario_messages(
     return out, last_ts
 
 
-def expected_state(scenario: Scenario) -> dict[str, Any]:
-    """The downstream tables the scenario should leave, as JSON-ready data."""
+def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]:
+    """The downstream tables the scenario should leave, as JSON-ready data (DECIMAL as far as
+    ``protocol`` carries it: TiCDC's Debezium encoder sends it as a double)."""
+    lossy_decimal = protocol == Protocol.DEBEZIUM
 
-    def cell(value: Value) -> Any:
-        return {"base64": b64encode(value)} if isinstance(value, bytes) else value
+    def cell(kind: ColumnType, value: Value) -> Any:
+        if isinstance(value, bytes):
+            return {"base64": b64encode(value)}
+        if lossy_decimal and isinstance(value, str) and kind.mysql_type == MySQLType.NEWDECIMAL:
+            return carried_decimal(value)
+        return value
 
     return {
         f"{scenario.schema}.{table}": {
             "columns": list(scenario.columns[table]),
-            "rows": [[cell(row[c]) for c in scenario.columns[table]] for row in rows.values()],
+            "rows": [
+                [cell(kind, row[c]) for c, kind in scenario.columns[table].items()]
+                for row in rows.values()
+            ],
         }
         for table, rows in scenario.state.items()
     }
@@ -152,5 +162,5 @@ def run_produce(
     messages, final = scenario_messages(scenario, protocol, partitions, duplicates, seed)
     asyncio.run(send(settings, topic, partitions, messages))
     expected.parent.mkdir(parents=True, exist_ok=True)
-    expected.write_bytes(orjson.dumps(expected_state(scenario)))
+    expected.write_bytes(orjson.dumps(expected_state(scenario, protocol)))
     return len(messages), final

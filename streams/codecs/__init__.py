@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> Codec:
-    """A new codec for ``protocol``; the Simple codecs keep table schemas in ``schemas``."""
+    """A new codec for ``protocol``; the Simple and Debezium codecs keep table schemas in
+    ``schemas``."""
     protocol = Protocol(protocol)
     if protocol is Protocol.OPEN:
         return OpenProtocolCodec()
@@ -32,6 +33,10 @@ def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> C
         from streams.codecs.simple import SimpleAvroCodec
 
         return SimpleAvroCodec(schemas)
+    if protocol is Protocol.DEBEZIUM:
+        from streams.codecs.debezium import DebeziumCodec
+
+        return DebeziumCodec(schemas)
     from streams.codecs.canal_json import CanalJSONCodec
 
     return CanalJSONCodec()

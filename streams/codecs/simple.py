@@ -476,12 +476,18 @@ def _past_claim_checks(
 
 @cache
 def avro_schema() -> Any:
-    """The Simple protocol's Avro schema (the ``Message`` record), parsed once."""
+    """The Simple protocol's Avro schema, parsed once: TiCDC's whole top-level union of 12
+    records (``message.json`` in tiflow's pkg/sink/codec/simple), not just its ``Message``."""
     import fastavro
 
     text = resources.files("streams.codecs").joinpath("simple_avro_schema.json").read_text()
-    parsed = fastavro.parse_schema(json.loads(text))
-    return parsed[-1] if isinstance(parsed, list) else parsed
+    return fastavro.parse_schema(json.loads(text))
+
+
+# TiCDC's encoder writes every message with the whole union as its schema (goavro's
+# BinaryFromNative of ``{"com.pingcap.simple.avro.Message": ...}``), so each message starts with
+# the zigzag varint of the union branch: 11, the ``Message`` record, is the byte 0x16.
+_AVRO_MESSAGE = _AVRO_NAMESPACE + "Message"
 
 
 _UNSIGNED_INDEX_TYPES = frozenset({MySQLType.BIT, MySQLType.ENUM, MySQLType.SET})
@@ -524,6 +530,13 @@ class SimpleAvroCodec(_SimpleCodec):
             )
         except Exception as exc:  # fastavro raises many kinds on corrupt input
             raise DecodeError(self.protocol, f"not a Simple Avro message: {exc!r}") from None
+        branch, message = message
+        if branch != _AVRO_MESSAGE:
+            raise DecodeError(
+                self.protocol,
+                f"top-level union branch is {branch}, not {_AVRO_MESSAGE}",
+                where="byte 0",
+            )
         _, payload = message["payload"]
         if message["type"] in ("DML", "DDL"):
             return dict(payload)
@@ -545,7 +558,8 @@ class SimpleAvroCodec(_SimpleCodec):
         record = {k: _signed(v) if k in _LONG_FIELDS else v for k, v in message.items()}
         payload = (_AVRO_NAMESPACE + _AVRO_RECORDS[wrapper], record)
         out = io.BytesIO()
-        fastavro.schemaless_writer(out, avro_schema(), {"type": wrapper, "payload": payload})
+        wrapped = {"type": wrapper, "payload": payload}
+        fastavro.schemaless_writer(out, avro_schema(), (_AVRO_MESSAGE, wrapped))
         return out.getvalue()
 
     def _untyped(self, kind: ColumnType, value: Value) -> Any:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import struct
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from streams.codecs import codec_for
 from streams.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange, column_type
@@ -116,3 +120,67 @@ def test_bad_input_exits_2_naming_protocol_event_and_offset(tmp_path: Path) -> N
     assert b"open:" in result.stderr and b"event 0" in result.stderr and b"byte 0" in result.stderr
     craft = _run("--protocol", "craft", "-", stdin=b"\x01\x02\x03")
     assert craft.returncode == 2 and b"craft:" in craft.stderr
+
+
+def test_pairs_each_key_file_with_its_value_file(tmp_path: Path) -> None:
+    # Open Protocol carries the commit ts and table in the key: each value needs its own.
+    rows = [
+        RowChange(ts, "db", table, Op.INSERT, {"id": column_type(3)}, {"id": ts}, None)
+        for ts, table in ((100, "a"), (200, "b"))
+    ]
+    args = ["--protocol", "open"]
+    for index, row in enumerate(rows):
+        (message,) = codec_for("open").encode([row])
+        (tmp_path / f"k{index}").write_bytes(message.key or b"")
+        (tmp_path / f"v{index}").write_bytes(message.value)
+        args += ["--key", str(tmp_path / f"k{index}")]
+    result = _run(*args, str(tmp_path / "v0"), str(tmp_path / "v1"))
+    assert result.returncode == 0, result.stderr
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["commit_ts"], e["table"], e["new"]) for e in printed] == [
+        (100, "a", {"id": 100}),
+        (200, "b", {"id": 200}),
+    ]
+    mismatched = _run(*args[:4], str(tmp_path / "v0"), str(tmp_path / "v1"))
+    assert mismatched.returncode == 2
+    assert b"1 --key files for 2 value files" in mismatched.stderr
+
+
+def test_stream_file_decodes_a_codec_per_partition(tmp_path: Path) -> None:
+    row = RowChange(300, "db", "t", Op.DELETE, {"id": column_type(3)}, None, {"id": 7})
+    lines = []
+    for partition in (1, 0):
+        for message in codec_for("open").encode([row, Resolved(400 + partition)]):
+            key = base64.b64encode(message.key).decode() if message.key is not None else None
+            value = base64.b64encode(message.value).decode()
+            lines.append(json.dumps({"p": partition, "k": key, "v": value}))
+    (tmp_path / "s.jsonl.gz").write_bytes(gzip.compress("\n".join(lines).encode()))
+    result = _run("--protocol", "open", "--stream", str(tmp_path / "s.jsonl.gz"))
+    assert result.returncode == 0, result.stderr
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(e["partition"], e["type"], e["commit_ts"]) for e in printed] == [
+        (1, "row", 300),
+        (1, "resolved", 401),
+        (0, "row", 300),
+        (0, "resolved", 400),
+    ]
+    (tmp_path / "bad.jsonl").write_text(lines[0] + "\n{}\n")
+    bad = _run("--protocol", "open", "--stream", str(tmp_path / "bad.jsonl"))
+    assert bad.returncode == 2
+    assert b"line 2 is not a {p, k, v} object" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["open", "craft", "canal-json", "simple", "simple-avro", "debezium"]
+)
+def test_prints_every_message_of_ticdcs_own_streams(conformance: Path, name: str) -> None:
+    stream = conformance / "ticdc_encoded" / f"{name}.jsonl.gz"
+    meta = json.loads((conformance / "ticdc_encoded" / f"{name}.meta.json").read_text())
+    result = _run("--protocol", name, "--stream", str(stream))
+    assert result.returncode == 0, result.stderr[-2000:]
+    printed = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sum(e["type"] == "row" for e in printed) == meta["row_events"]
+    resolved = [e["commit_ts"] for e in printed if e["type"] == "resolved"]
+    # TiCDC's Debezium encoder at this commit writes no checkpoint messages.
+    final = None if name == "debezium" else meta["final_resolved_ts"]
+    assert max(resolved, default=None) == final

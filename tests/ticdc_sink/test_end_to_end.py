@@ -40,7 +40,7 @@ from ticdc_sink.scenario import Scenario
 
 pytestmark = pytest.mark.integration
 
-PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
+PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]
 PARTITIONS = 3
 
 

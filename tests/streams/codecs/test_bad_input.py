@@ -16,7 +16,7 @@ from streams.codecs.simple import MissingSchemaError, SimpleJSONCodec
 from streams.model import ColumnFlag, Op, Resolved, RowChange, column_type
 
 FUZZ_INPUTS_PER_PROTOCOL = 10_000
-PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
+PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]
 
 
 def _sample_rows() -> list[RowChange]:

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from config.errors import DecodeError
 from streams.codecs.canal_json import CanalJSONCodec
 from streams.codecs.craft import CraftCodec
 from streams.codecs.event_json import event_json
 from streams.codecs.open_protocol import OpenProtocolCodec
-from streams.codecs.simple import avro_schema
+from streams.codecs.simple import SimpleAvroCodec, avro_schema
 from streams.model import DDLEvent, Op, Resolved, RowChange
 
 DATA = Path(__file__).parent / "data"
@@ -205,4 +206,19 @@ def test_simple_avro_schema_is_the_upstream_one(conformance: Path) -> None:
     for name in ("message.avsc.ticdc.json", "message.avsc.tiflow.json"):
         upstream = json.loads((conformance / "simple" / name).read_text())
         assert upstream[-1]["name"] == "Message"
-    assert avro_schema()["name"] == "com.pingcap.simple.avro.Message"
+    names = [record["name"] for record in avro_schema()]
+    assert len(names) == 12
+    assert names[11] == "com.pingcap.simple.avro.Message"
+
+
+def test_simple_avro_writes_ticdcs_union_branch() -> None:
+    """TiCDC's simple encoder (tiflow pkg/sink/codec/simple/avro.go) encodes with the whole
+    top-level union as its schema, so each message starts with branch 11 (``Message``) as a
+    zigzag varint, 0x16, before the ``MessageType`` enum; the decoder refuses other branches."""
+    codec = SimpleAvroCodec()
+    (message,) = codec.encode([Resolved(450153676800524374)])
+    assert message.value[:2] == b"\x16\x00"  # branch 11, then WATERMARK (enum index 0)
+    assert codec.decode(None, message.value) == [Resolved(450153676800524374)]
+    with pytest.raises(DecodeError, match=r"branch is com\.pingcap\.simple\.avro\.Watermark,"):
+        # Branch 5 (0x0a) is the bare Watermark record: TiCDC never writes it at the top.
+        codec.decode(None, b"\x0a" + message.value[3:])

@@ -12,7 +12,7 @@ from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Bootstrap, Event
 from tests.streams.codecs.strategies import event_lists, rows
 
-PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
+PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]
 
 
 def _round_trip(protocol: str, events: list[Event]) -> list[Event]:
