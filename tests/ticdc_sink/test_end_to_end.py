@@ -10,7 +10,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,13 @@ from spark_sink.downstream import applied_resolved_ts
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.staging import Staging
+from tests.ticdc_sink.processes import (
+    pipeline_env,
+    pipeline_running,
+    spawn,
+    stop,
+    wait_for,
+)
 from ticdc_sink.produce import expected_state, run_produce, scenario_messages, send
 from ticdc_sink.scenario import Scenario
 from ticdc_sink.verify import verify
@@ -32,86 +38,6 @@ pytestmark = pytest.mark.integration
 
 PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json"]
 PARTITIONS = 3
-
-
-@pytest.fixture
-def pipeline(
-    settings: Settings,
-    unique: str,
-    redis_client: Any,
-    mariadb_connect: Any,
-    call_failed: Any,
-) -> Any:
-    configured = settings.model_copy(
-        update={"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
-    )
-    yield configured
-    if call_failed():
-        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
-    for path in PROCESS_LOGS.glob(f"{unique}-*.log"):
-        path.unlink()
-    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
-        redis_client.delete(key)
-    with mariadb_connect() as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
-
-
-def _env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
-    return {
-        **os.environ,
-        "TICDC_SINK_GROUP": settings.group,
-        "TICDC_SINK_TOPICS": ",".join(settings.topics),
-        "TICDC_SINK_META_DB": settings.meta_db,
-        "TICDC_SINK_PROTOCOL": protocol,
-        "TICDC_SINK_WEB_PORT": "0",
-        # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
-        "TICDC_SINK_SESSION_TIMEOUT": "6",
-        **extra,
-    }
-
-
-# Each spawned process's output, kept so that a failing test can show what its processes said.
-PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
-
-
-def _spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    PROCESS_LOGS.mkdir(exist_ok=True)
-    name = f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
-    with (PROCESS_LOGS / name).open("wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "ticdc_sink", command],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def process_logs(group: str, lines: int = 40) -> str:
-    """The last lines of every process a test of pipeline ``group`` spawned."""
-    parts = []
-    for path in sorted(PROCESS_LOGS.glob(f"{group}-*.log")):
-        tail = path.read_text(errors="replace").splitlines()[-lines:]
-        parts.append(f"--- {path.name}\n" + "\n".join(tail))
-    return "\n".join(parts)
-
-
-def _stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
-    process.wait(timeout=60)
-
-
-@contextlib.contextmanager
-def _pipeline_running(env: dict[str, str]) -> Iterator[list[subprocess.Popen[bytes]]]:
-    """One worker and one sink for the duration of the block, stopped (SIGTERM) after it."""
-    processes = [_spawn("worker", env), _spawn("apply", env)]
-    try:
-        yield processes
-    finally:
-        for process in processes:
-            _stop(process)
 
 
 def _assert_replicated(settings: Settings, *expected: Path) -> None:
@@ -151,17 +77,17 @@ def test_replicate_with_killed_workers(
     sink = Sink(pipeline, staging, Applier(pipeline))
     rng = random.Random(protocol)
     checkpoints = []
-    env = _env(pipeline, protocol)
+    env = pipeline_env(pipeline, protocol)
     for share in sorted(rng.uniform(0.1, 0.7) for _ in range(2)):
         # SIGKILL the worker once it has staged a random share of the messages.
-        worker = _spawn("worker", env)
+        worker = spawn("worker", env)
         deadline = time.monotonic() + 60
         while _messages_staged(staging) < share * sent:
             assert time.monotonic() < deadline, "the worker stopped staging"
             checkpoints.append(sink.run_once())
             time.sleep(0.02)
-        _stop(worker, signal.SIGKILL)
-    worker = _spawn("worker", env)
+        stop(worker, signal.SIGKILL)
+    worker = spawn("worker", env)
     try:
         deadline = time.monotonic() + 120
         while (checkpoint := sink.run_once()) < final:
@@ -170,7 +96,7 @@ def test_replicate_with_killed_workers(
             time.sleep(0.1)
         checkpoints.append(checkpoint)
     finally:
-        _stop(worker)
+        stop(worker)
     _assert_replicated(pipeline, expected)
     assert checkpoints == sorted(checkpoints), "the checkpoint went backwards"
 
@@ -194,24 +120,24 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
     _, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 200, seed=9, expected=expected, schema=unique
     )
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="150")
-    worker = _spawn("worker", env)
+    env = pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="150")
+    worker = spawn("worker", env)
     rng = random.Random(9)
     seen = []
     try:
         for _ in range(3):
-            sink = _spawn("apply", env)
+            sink = spawn("apply", env)
             time.sleep(rng.uniform(1.5, 4.0))
-            _stop(sink, signal.SIGKILL)
+            stop(sink, signal.SIGKILL)
             seen.append(applied_resolved_ts(pipeline))
-        sink = _spawn("apply", env)
+        sink = spawn("apply", env)
         deadline = time.monotonic() + 120
         while applied_resolved_ts(pipeline) < final:
             assert time.monotonic() < deadline
             time.sleep(0.25)
-        _stop(sink)
+        stop(sink)
     finally:
-        _stop(worker)
+        stop(worker)
     _assert_replicated(pipeline, expected)
     assert seen == sorted(seen)
 
@@ -223,7 +149,7 @@ def test_dropped_redis_connections_lose_nothing(
     _, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 300, seed=4, expected=expected, schema=unique
     )
-    with _pipeline_running(_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="300")) as processes:
+    with pipeline_running(pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="300")) as processes:
         deadline = time.monotonic() + 120
         drops = 0
         while applied_resolved_ts(pipeline) < final:
@@ -237,19 +163,12 @@ def test_dropped_redis_connections_lose_nothing(
     _assert_replicated(pipeline, expected)
 
 
-def _wait_for(condition: Any, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.25)
-
-
 def _sigkill_and_restart(service: Any, down_for: float) -> None:
     pid = service.our_pid()
     if pid is None:
         pytest.fail(f"{service.name} must be started by `ticdc-sink services up` to be killed")
     os.kill(pid, signal.SIGKILL)
-    _wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
+    wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
     time.sleep(down_for)
     service.up()
 
@@ -263,25 +182,25 @@ def test_a_sigkilled_redis_restarts_from_its_append_only_file(
     sent, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 150, seed=11, expected=first, schema=unique
     )
-    env = _env(pipeline, "open")
+    env = pipeline_env(pipeline, "open")
     staging = Staging(redis_client, unique)
-    worker = _spawn("worker", env)
+    worker = spawn("worker", env)
     try:
         # Everything staged and committed in Kafka, nothing applied: only Redis holds it now.
-        _wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
+        wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
         time.sleep(2)  # Faust commits staged offsets every second
         _sigkill_and_restart(RedisService(), down_for=2.0)
-        sink = _spawn("apply", env)
+        sink = spawn("apply", env)
         try:
-            _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the staged workload")
+            wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the staged workload")
             # And both processes go on with new work after the restart.
             _, final = _second_workload(pipeline, second_schema, 12, final, second)
-            _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload")
+            wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload")
             assert worker.poll() is None and sink.poll() is None, "a process died with Redis"
         finally:
-            _stop(sink)
+            stop(sink)
     finally:
-        _stop(worker)
+        stop(worker)
     _assert_replicated(pipeline, first, second)
     status = orjson.loads(_run("status", "--json", env=env).stdout)
     assert status["checkpoint_ts"] == applied_resolved_ts(pipeline) >= final
@@ -295,16 +214,16 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
     sent, final = run_produce(
         pipeline, unique, "open", PARTITIONS, 80, seed=5, expected=first, schema=unique
     )
-    env = _env(pipeline, "open")
+    env = pipeline_env(pipeline, "open")
     staging = Staging(redis_client, unique)
-    worker, sink = _spawn("worker", env), _spawn("apply", env)
+    worker, sink = spawn("worker", env), spawn("apply", env)
     try:
-        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the first workload")
-        _stop(sink)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the first workload")
+        stop(sink)
         # A second workload (a database of its own, CREATE DDL included) that the worker stages
         # and commits in Kafka, and the stopped sink never applies ...
         more, final = _second_workload(pipeline, second_schema, 6, final, second)
-        _wait_for(lambda: _messages_staged(staging) == sent + more, "the second workload staged")
+        wait_for(lambda: _messages_staged(staging) == sent + more, "the second workload staged")
         time.sleep(3)  # Faust commits staged offsets every second
         # ... then Redis loses everything: those changes now exist only in Kafka.
         for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
@@ -312,15 +231,15 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
         refused = _run("apply", "--once", env=env)
         assert refused.returncode == 1, refused.stderr
         assert "ticdc-sink recover" in refused.stderr
-        _stop(worker)
+        stop(worker)
         recovered = _run("recover", env=env)
         assert recovered.returncode == 0, recovered.stderr
         assert "replay from offset" in recovered.stdout
-        worker, sink = _spawn("worker", env), _spawn("apply", env)
-        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the replayed workload")
+        worker, sink = spawn("worker", env), spawn("apply", env)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the replayed workload")
     finally:
-        _stop(sink)
-        _stop(worker)
+        stop(sink)
+        stop(worker)
     _assert_replicated(pipeline, first, second)
 
 
@@ -342,10 +261,10 @@ def test_cut_downstream_connections_lose_nothing(
         pipeline, unique, "open", PARTITIONS, 300, seed=12, expected=expected, schema=unique
     )
     # Every batch through Spark too, so its JDBC connections are cut as well as the driver's.
-    env = _env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
+    env = pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
     cuts = 0
-    with _pipeline_running(env) as processes:
-        _wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
+    with pipeline_running(env) as processes:
+        wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
         with mariadb_connect() as admin, admin.cursor() as cursor:
             while applied_resolved_ts(pipeline) < final:
                 assert cuts < 200, "the sink stopped making progress"
@@ -373,13 +292,13 @@ def test_a_restarted_kafka_broker_loses_nothing(
         pipeline, unique, "open", PARTITIONS, 80, seed=13, expected=first, schema=unique
     )
     staging = Staging(redis_client, unique)
-    with _pipeline_running(_env(pipeline, "open")) as processes:
-        _wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
+    with pipeline_running(pipeline_env(pipeline, "open")) as processes:
+        wait_for(lambda: _messages_staged(staging) == sent, "the first workload staged")
         _sigkill_and_restart(KafkaService(), down_for=3.0)
         # The worker must fetch again from the restarted broker, and commit there.
         more, final = _second_workload(pipeline, second_schema, 14, final, second)
-        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload", 180)
-        _wait_for(lambda: _committed(pipeline, staging) == sent + more, "offsets committed")
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the second workload", 180)
+        wait_for(lambda: _committed(pipeline, staging) == sent + more, "offsets committed")
         assert all(p.poll() is None for p in processes), "a process died with the broker"
     _assert_replicated(pipeline, first, second)
 
@@ -410,9 +329,9 @@ def test_bad_messages_are_dead_lettered_and_every_valid_change_applied(
     )
     expected = tmp_path / "expected.json"
     expected.write_bytes(orjson.dumps(expected_state(scenario)))
-    env = _env(pipeline, protocol)
-    with _pipeline_running(env):
-        _wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the valid changes applied")
+    env = pipeline_env(pipeline, protocol)
+    with pipeline_running(env):
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the valid changes applied")
     _assert_replicated(pipeline, expected)
     status = orjson.loads(_run("status", "--json", env=env).stdout)
     assert status["dead_letters"] == bad
@@ -445,21 +364,21 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
     # Until the sink starts, a low staging limit holds the rest of the stream in Kafka: the kill
     # lands mid-stream however fast the worker is.
     limit = 400
-    env = _env(pipeline, "open", TICDC_SINK_MAX_STAGED_ROWS=str(limit))
+    env = pipeline_env(pipeline, "open", TICDC_SINK_MAX_STAGED_ROWS=str(limit))
     staging = Staging(redis_client, unique)
-    first = _spawn("worker", env)
+    first = spawn("worker", env)
     second = sink = None
     try:
-        _wait_for(lambda: staging.staged_totals()[0] >= limit, "the first worker to pause")
-        _wait_for(lambda: _group_state(pipeline) == "Stable", "one stable member")
-        second = _spawn("worker", env)
+        wait_for(lambda: staging.staged_totals()[0] >= limit, "the first worker to pause")
+        wait_for(lambda: _group_state(pipeline) == "Stable", "one stable member")
+        second = spawn("worker", env)
         # The second worker's join starts a rebalance: kill the first one inside it.
-        _wait_for(lambda: _group_state(pipeline) != "Stable", "the rebalance", timeout=60)
-        _stop(first, signal.SIGKILL)
+        wait_for(lambda: _group_state(pipeline) != "Stable", "the rebalance", timeout=60)
+        stop(first, signal.SIGKILL)
         staged = _messages_staged(staging)
         assert staged < sent, f"the kill came after the stream was staged ({staged} of {sent})"
         print(f"killed with {staged} of {sent} messages staged")
-        sink = _spawn("apply", env)
+        sink = spawn("apply", env)
         seen = []
         while (checkpoint := applied_resolved_ts(pipeline)) < final:
             seen.append(checkpoint)
@@ -470,5 +389,5 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
     finally:
         for process in (first, sink, second):
             if process is not None:
-                _stop(process)
+                stop(process)
     _assert_replicated(pipeline, expected)

@@ -1,0 +1,34 @@
+"""Fixtures of the end-to-end tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from tests.ticdc_sink.processes import forget_logs, process_logs
+
+
+@pytest.fixture
+def pipeline(
+    settings: Settings,
+    unique: str,
+    redis_client: Any,
+    mariadb_connect: Any,
+    call_failed: Any,
+) -> Iterator[Settings]:
+    """Settings of a pipeline of this test's own (group, topic, meta database), cleaned after."""
+    configured = settings.model_copy(
+        update={"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
+    )
+    yield configured
+    if call_failed():
+        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
+    forget_logs(unique)
+    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+        redis_client.delete(key)
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")

@@ -1,0 +1,86 @@
+"""Helpers of the end-to-end tests: spawn a pipeline's `worker` and `apply` processes as a user
+runs them, keep their output, stop them, and wait for a condition."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from config.settings import Settings
+
+# Each spawned process's output, kept so that a failing test can show what its processes said.
+PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+
+
+def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
+    """The environment of a pipeline's processes: ``settings``' group, topics and meta database."""
+    return {
+        **os.environ,
+        "TICDC_SINK_GROUP": settings.group,
+        "TICDC_SINK_TOPICS": ",".join(settings.topics),
+        "TICDC_SINK_META_DB": settings.meta_db,
+        "TICDC_SINK_PROTOCOL": protocol,
+        "TICDC_SINK_WEB_PORT": "0",
+        # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
+        "TICDC_SINK_SESSION_TIMEOUT": "6",
+        **extra,
+    }
+
+
+def spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """``ticdc-sink <command>`` in a session of its own, its output kept under PROCESS_LOGS."""
+    PROCESS_LOGS.mkdir(exist_ok=True)
+    name = f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
+    with (PROCESS_LOGS / name).open("wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ticdc_sink", command],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
+def process_logs(group: str, lines: int = 40) -> str:
+    """The last lines of every process a test of pipeline ``group`` spawned."""
+    parts = []
+    for path in sorted(PROCESS_LOGS.glob(f"{group}-*.log")):
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"--- {path.name}\n" + "\n".join(tail))
+    return "\n".join(parts)
+
+
+def forget_logs(group: str) -> None:
+    for path in PROCESS_LOGS.glob(f"{group}-*.log"):
+        path.unlink()
+
+
+def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+    process.wait(timeout=60)
+
+
+@contextlib.contextmanager
+def pipeline_running(env: dict[str, str]) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """One worker and one sink for the duration of the block, stopped (SIGTERM) after it."""
+    processes = [spawn("worker", env), spawn("apply", env)]
+    try:
+        yield processes
+    finally:
+        for process in processes:
+            stop(process)
+
+
+def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.25)
