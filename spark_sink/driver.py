@@ -12,14 +12,15 @@ import time
 
 import redis
 
-from config.errors import StagingLostError
-from config.settings import Settings
+from config.errors import RowRefusedError, StagingLostError
+from config.settings import OnRowError, Settings
 from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.downstream import execute_ddl, with_retries
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from spark_sink.metrics import record_batch
 from spark_sink.read_ahead import read_ahead
+from spark_sink.refused import RefusedRow, without_refused
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent
 from streams.staging import Staging
@@ -87,7 +88,20 @@ class Sink:
     def _flush(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
-        merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
+        while True:
+            try:
+                merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
+                break
+            except RowRefusedError as refused:
+                if self.settings.on_row_error is OnRowError.STOP:
+                    raise
+                # Dead-lettered before the batch commits: a crash in between redoes the batch,
+                # which finds (and dead-letters) the same rows again.
+                rows: list[RefusedRow] = refused.rows
+                self.staging.add_dead_letters([row.dead_letter() for row in rows])
+                for row in rows:
+                    log.warning("dead letter: %s", row.describe())
+                without_refused(batch.plans, rows)
         self.applied_rows += merged
         elapsed = time.perf_counter() - started
         record_batch(self.settings.group, batch.changes, merged, elapsed, batch.upto)

@@ -28,14 +28,17 @@ from config.settings import Settings
 from spark_sink.downstream import (
     CheckpointTable,
     Column,
+    LostLeadershipError,
     bindable,
     connect,
+    is_transient,
     quote,
     table_columns,
     table_name,
     with_retries,
 )
 from spark_sink.plan import TablePlan
+from spark_sink.refused import RefusedRow, find_refused, refused_error
 from spark_sink.routing import Router
 from spark_sink.session import jdbc_options, spark_frame
 from streams.model import Value
@@ -204,7 +207,32 @@ class Applier:
                 self._drop_connection()
                 raise
 
-        return with_retries(attempt, f"batch up to {resolved_ts}")
+        try:
+            return with_retries(attempt, f"batch up to {resolved_ts}")
+        except Exception as error:
+            if isinstance(error, LostLeadershipError | TransientApplyError) or is_transient(error):
+                raise
+            # Perhaps a value the downstream refuses: find the rows, or it was something else.
+            refused = self.refused_rows(plans)
+            if not refused:
+                raise
+            raise refused_error(refused) from error
+
+    def refused_rows(self, plans: Sequence[TablePlan]) -> list[RefusedRow]:
+        """Every row of ``plans`` the downstream refuses, tried one by one (nothing stays)."""
+        conn = self.connection()
+        refused = []
+        with conn.cursor() as cursor:
+            for plan in plans:
+                try:
+                    item = self._prepare(cursor, plan)
+                except ApplyError:
+                    continue  # a missing table fails the batch for another reason
+                if item is not None:
+                    refused += find_refused(
+                        cursor, plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
+                    )
+        return refused
 
     def _apply_once(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]

@@ -407,3 +407,25 @@ def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
     for offset, (batch, state) in enumerate(zip(batches, wanted, strict=True)):
         applier.apply(plan_batch(batch), TS + offset + 1, 0, {})
         assert sorted(table(), key=repr) == sorted(state, key=repr)
+
+
+def test_a_row_the_downstream_refuses_is_named_and_the_batch_not_applied(
+    pipeline: Any, scratch_db: str
+) -> None:
+    from config.errors import RowRefusedError
+
+    settings, _staging, applier = pipeline
+    query(settings, f"CREATE TABLE `{scratch_db}`.`t` (id INT PRIMARY KEY, f FLOAT, d DATE)")
+    columns = {"id": column_type(3, PK), "f": column_type(4, NULLABLE)}
+    columns["d"] = column_type(10, NULLABLE)
+    rows = [
+        RowChange(TS + 1, scratch_db, "t", Op.INSERT, columns, {"id": 1, "f": 0.5}, None),
+        RowChange(TS + 2, scratch_db, "t", Op.INSERT, columns, {"id": 2, "f": 1e39}, None),
+        RowChange(TS + 2, scratch_db, "t", Op.INSERT, columns, {"id": 3, "d": "2024-02-30"}, None),
+    ]
+    with pytest.raises(RowRefusedError) as refused:
+        applier.apply(plan_batch(rows), TS + 2, 0, {})
+    found = sorted((r.key["id"], r.column, r.commit_ts) for r in refused.value.rows)
+    assert found == [(2, "f", TS + 2), (3, "d", TS + 2)]
+    assert str(refused.value).startswith(f"the downstream refuses a row of {scratch_db}.t (key id=")
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(0,)]
