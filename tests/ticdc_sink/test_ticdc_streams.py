@@ -161,6 +161,7 @@ def test_a_row_the_downstream_refuses_stops_the_sink_with_one_message(
     assert sink.returncode == 1, sink.stderr
     assert "Traceback" not in sink.stderr
     (line,) = [line for line in sink.stderr.splitlines() if "refuses" in line]
+    print(line)
     assert line.startswith("ticdc-sink apply: the downstream refuses a row of oracle_craft.t_types")
     assert "(key id=" in line and "column c_f;" in line
     assert re.search(r"\): (1366 Incorrect double value|1264 Out of range value)", line), line
