@@ -2,8 +2,9 @@
 and taken out of the batch's plans when the operator dead-letters them.
 
 A batch that fails on a value (a NaN or out-of-range FLOAT, an invalid date) fails whole, and the
-server's error says neither which row nor, often, which table. So each row of the batch is tried
-on its own, as the staging load writes it, inside a transaction that is rolled back.
+server's error says neither which row nor, often, which table. So the batch's rows are tried
+again as the staging load writes them, bisected down to the refused ones, inside a transaction
+that is rolled back.
 """
 
 from __future__ import annotations
@@ -90,8 +91,9 @@ def find_refused(
     fixed: dict[str, Value],
 ) -> list[RefusedRow]:
     """Each row of ``plan`` that its staging table ``stage`` (typed like ``target``; ``fixed``:
-    its own columns' values) refuses, tried one by one inside a transaction that is rolled back
-    (nothing stays). The server's error names ``target`` where it named the staging table."""
+    its own columns' values) refuses, inside a transaction that is rolled back (nothing stays).
+    All rows are tried at once, then halves of a refused set, down to single rows: a few
+    statements per refused row. The server's error names ``target`` where it named ``stage``."""
     names = [c.name for c in columns]
     quoted = ", ".join(quote(n) for n in [*names, *fixed])
     marks = ", ".join(["%s"] * (len(names) + len(fixed)))
@@ -100,36 +102,61 @@ def find_refused(
     images: list[tuple[Key, dict[str, Value]]] = list(plan.upserts.items())
     if not plan.has_key:
         images += plan.deletes.items()
-    refused = []
+    rows = [
+        _Probe(key, image, [*(_bound(image.get(n)) for n in names), *fixed.values()])
+        for key, image in images
+    ]
+    found: list[tuple[_Probe, str]] = []
     # Strict for the probe: a server that would only warn and clip refuses here, as the load
     # (which checks warnings) refused the batch.
     cursor.execute("SET @tcs_mode = @@SESSION.sql_mode")
     cursor.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')")
     try:
-        for key, image in images:
-            cursor.execute("SAVEPOINT tcs_probe")
-            try:
-                cursor.execute(sql, [*(_bound(image.get(n)) for n in names), *fixed.values()])
-            except pymysql.MySQLError as error:
-                if is_transient(error) or len(error.args) < 2:
-                    raise
-                message = f"{error.args[0]} {error.args[1]}".replace(stage, target)
-                refused.append(
-                    RefusedRow(
-                        plan.schema,
-                        plan.table,
-                        {name: image.get(name) for name in keys},
-                        column_of(message),
-                        plan.commit_ts.get(key, 0),
-                        message,
-                        image,
-                    )
-                )
-            cursor.execute("ROLLBACK TO SAVEPOINT tcs_probe")
+        _bisect(cursor, sql, rows, found)
     finally:
         cursor.connection.rollback()
         cursor.execute("SET SESSION sql_mode = @tcs_mode")
-    return refused
+    return [
+        RefusedRow(
+            plan.schema,
+            plan.table,
+            {name: row.image.get(name) for name in keys},
+            column_of(message.replace(stage, target)),
+            plan.commit_ts.get(row.key, 0),
+            message.replace(stage, target),
+            row.image,
+        )
+        for row, message in found
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    key: Key
+    image: dict[str, Value]
+    params: list[Any]
+
+
+def _bisect(cursor: Any, sql: str, rows: list[_Probe], found: list[tuple[_Probe, str]]) -> None:
+    """Insert ``rows``; if refused, undo and try each half, down to the single refused rows
+    (each added to ``found`` with the server's error)."""
+    if not rows:
+        return
+    cursor.execute("SAVEPOINT tcs_probe")
+    try:
+        cursor.executemany(sql, [row.params for row in rows])
+        return
+    except pymysql.MySQLError as error:
+        if is_transient(error) or len(error.args) < 2:
+            raise
+        message = f"{error.args[0]} {error.args[1]}"
+    cursor.execute("ROLLBACK TO SAVEPOINT tcs_probe")
+    if len(rows) == 1:
+        found.append((rows[0], message))
+        return
+    middle = len(rows) // 2
+    _bisect(cursor, sql, rows[:middle], found)
+    _bisect(cursor, sql, rows[middle:], found)
 
 
 def without_refused(plans: Sequence[TablePlan], rows: Sequence[RefusedRow]) -> None:
