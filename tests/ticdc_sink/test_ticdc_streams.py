@@ -94,6 +94,9 @@ def test_ticdc_stream_replicates_row_exact(
         while (checkpoint := applied_resolved_ts(pipeline)) < final:
             for process in processes:
                 assert process.poll() is None, f"a process exited ({process.args!r})"
+            # A message of TiCDC's own encoder that does not decode is a codec bug: say so now.
+            undecoded = _undecoded(redis_client, unique)
+            assert not undecoded, f"{len(undecoded)} messages did not decode: {undecoded[0]}"
             assert time.monotonic() < deadline, f"checkpoint {checkpoint} never reached {final}"
             time.sleep(0.25)
     replicated = time.monotonic()
@@ -130,6 +133,17 @@ def _dead_letters(redis_client: Any, group: str) -> list[dict[str, str]]:
         {k.decode(): v.decode() for k, v in fields.items()}
         for _, fields in entries
         if b"table" in fields
+    ]
+
+
+def _undecoded(redis_client: Any, group: str) -> list[str]:
+    """The worker's dead letters (messages that did not decode): their errors."""
+    entries = redis_client.xrange(f"tcs:{{{group}}}:deadletters")
+    return [
+        f"partition {fields[b'partition'].decode()} offset {fields[b'offset'].decode()}: "
+        + fields[b"error"].decode()
+        for _, fields in entries
+        if b"offset" in fields
     ]
 
 
