@@ -6,6 +6,9 @@ catch the family, and each layer adds the specific errors it needs here, in one 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 
 class TicdcSinkError(Exception):
     """Base of every error raised on purpose by ticdc-sink."""
@@ -100,3 +103,13 @@ class SchemaDriftError(ApplyError):
 
 class UnreachableError(ServiceError):
     """A service was still not reachable when the startup timeout ran out."""
+
+
+class RowRefusedError(ApplyError):
+    """The downstream refuses rows of a batch (a value out of range, an invalid date): retrying
+    will not help. ``rows`` are the refused rows, each naming its table, key, column, commit ts
+    and the server's error; the message names the first."""
+
+    def __init__(self, message: str, rows: Sequence[Any]) -> None:
+        super().__init__(message)
+        self.rows = list(rows)

@@ -127,6 +127,13 @@ class OnSchemaDrift(StrEnum):
     IGNORE = "ignore"
 
 
+class OnRowError(StrEnum):
+    """What the sink does with a row the downstream refuses (a NaN FLOAT, an invalid date)."""
+
+    STOP = "stop"
+    DEADLETTER = "deadletter"
+
+
 class EventLoop(StrEnum):
     """The asyncio event loop a worker runs Faust on."""
 
@@ -363,6 +370,8 @@ class Settings(BaseModel):
     jdbc_jar: str = DEFAULT_JDBC_JAR
     meta_db: str = DEFAULT_META_DB
     on_error: OnError = OnError.DEADLETTER
+    # Stop by default: skipping a row leaves the downstream short of it, an operator's choice.
+    on_row_error: OnRowError = OnRowError.STOP
     event_loop: EventLoop = EventLoop.UVLOOP
     max_staged_rows: int = Field(default=DEFAULT_MAX_STAGED_ROWS, gt=0)
     max_staged_bytes: int = Field(default=DEFAULT_MAX_STAGED_BYTES, gt=0)

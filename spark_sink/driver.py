@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 import pymysql
 import redis
 
-from config.errors import DDLError, StagingLostError, TransientApplyError
-from config.settings import OnDDLError, Settings
+from config.errors import DDLError, RowRefusedError, StagingLostError, TransientApplyError
+from config.settings import OnDDLError, OnRowError, Settings
 from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.ddl_routing import route_ddl
@@ -35,6 +35,7 @@ from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from spark_sink.metrics import DDL_SKIPPED, record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
+from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.tidb_syntax import mysql_safe
 from streams.metrics import serve_metrics
 from streams.model import DDLEvent
@@ -121,7 +122,20 @@ class Sink:
     def _flush(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
-        merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
+        while True:
+            try:
+                merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
+                break
+            except RowRefusedError as refused:
+                if self.settings.on_row_error is OnRowError.STOP:
+                    raise
+                # Dead-lettered before the batch commits: a crash in between redoes the batch,
+                # which finds (and dead-letters) the same rows again.
+                rows: list[RefusedRow] = refused.rows
+                self.staging.add_dead_letters([row.dead_letter() for row in rows])
+                for row in rows:
+                    log.warning("dead letter: %s", row.describe())
+                without_refused(batch.plans, rows)
         self.applied_rows += merged
         elapsed = time.perf_counter() - started
         record_batch(self.settings.group, batch.changes, elapsed, batch.upto)

@@ -29,8 +29,10 @@ from spark_sink.dialect import Dialect, server_dialect
 from spark_sink.downstream import (
     CheckpointTable,
     Column,
+    LostLeadershipError,
     bindable,
     connect,
+    is_transient,
     quote,
     table_columns,
     table_name,
@@ -39,13 +41,18 @@ from spark_sink.downstream import (
 from spark_sink.drift import missing_columns, missing_table
 from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
+from spark_sink.refused import RefusedRow, find_refused, refused_error
 from spark_sink.routing import Router
 from spark_sink.session import jdbc_options, spark_frame
 from streams.model import Value
 
 log = logging.getLogger("ticdc_sink.sink")
 
+# 0 for a row to upsert; n > 0 for the n-th image to delete (a key-less table's deletes are
+# staged and counted per image).
 DELETE_FLAG = "_tcs_delete"
+# Part of a staging table's name: a new layout of staging tables gets new tables.
+STAGING_LAYOUT = "2"
 # Columns of a key-less table's staging index (a selective prefix of its columns).
 PROBE_PARTS = 8
 # Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
@@ -82,12 +89,13 @@ class _Staged:
     columns: list[Column]
     # True when the table has its key downstream: deletes then run by key, never staged.
     keyed: bool
-    # The staging table's rows: delete images (flag 1) unless keyed, then upsert images (flag 0).
+    # The staging table's rows: delete images (flags 1..n) unless keyed, then upsert images
+    # (flag 0; a key-less table's image once per copy to add).
     images: list[dict[str, Value]]
+    deletes: int
 
     def flags(self) -> list[int]:
-        deletes = len(self.images) - len(self.plan.upserts)
-        return [1] * deletes + [0] * len(self.plan.upserts)
+        return [*range(1, self.deletes + 1), *[0] * (len(self.images) - self.deletes)]
 
     def values(self, column: Column) -> list[Value]:
         name = column.name
@@ -228,7 +236,32 @@ class Applier:
                 self.drop_connection()
                 raise
 
-        return with_retries(attempt, f"batch up to {resolved_ts}")
+        try:
+            return with_retries(attempt, f"batch up to {resolved_ts}")
+        except Exception as error:
+            if isinstance(error, LostLeadershipError | TransientApplyError) or is_transient(error):
+                raise
+            # Perhaps a value the downstream refuses: find the rows, or it was something else.
+            refused = self.refused_rows(plans)
+            if not refused:
+                raise
+            raise refused_error(refused) from error
+
+    def refused_rows(self, plans: Sequence[TablePlan]) -> list[RefusedRow]:
+        """Every row of ``plans`` the downstream refuses, tried one by one (nothing stays)."""
+        conn = self.connection()
+        refused = []
+        with conn.cursor() as cursor:
+            for plan in plans:
+                try:
+                    item = self._prepare(cursor, plan)
+                except ApplyError:
+                    continue  # a missing table fails the batch for another reason
+                if item is not None:
+                    refused += find_refused(
+                        cursor, plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
+                    )
+        return refused
 
     def committed_upto(self, resolved_ts: int) -> bool:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
@@ -289,6 +322,10 @@ class Applier:
         indexed = None if plan.has_key else self._probe_columns(plan, columns)
         stage_name = self._stage_table(cursor, schema, table, columns, indexed)
         staged_deletes = [] if keyed else list(plan.deletes.values())
+        upserts = list(plan.upserts.values())
+        if plan.keyless:
+            copies = plan.copies
+            upserts = [image for key, image in plan.upserts.items() for _ in range(copies[key])]
         return _Staged(
             plan,
             table_name(schema, table),
@@ -296,7 +333,8 @@ class Applier:
             stage_name,
             columns,
             keyed,
-            [*staged_deletes, *plan.upserts.values()],
+            [*staged_deletes, *upserts],
+            len(staged_deletes),
         )
 
     @staticmethod
@@ -317,7 +355,7 @@ class Applier:
     ) -> str:
         layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
         probe = ",".join(c.name for c in indexed) if indexed else ""
-        identity = f"{schema}\x00{table}\x00{layout}\x00{probe}"
+        identity = f"{schema}\x00{table}\x00{layout}\x00{probe}\x00{STAGING_LAYOUT}"
         digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
         name = f"stage_{self.settings.group}_{digest}"[:64]
         definition = ", ".join(f"{quote(c.name)} {c.staging_type} NULL" for c in columns)
@@ -326,7 +364,7 @@ class Applier:
             index = f", KEY tcs_probe ({', '.join(c.index_part() for c in indexed)})"
         cursor.execute(
             f"CREATE TABLE IF NOT EXISTS {table_name(self.settings.meta_db, name)} "
-            f"({definition}, {quote(DELETE_FLAG)} TINYINT NOT NULL{index}) ENGINE=InnoDB"
+            f"({definition}, {quote(DELETE_FLAG)} INT UNSIGNED NOT NULL{index}) ENGINE=InnoDB"
         )
         return name
 
@@ -368,7 +406,7 @@ class Applier:
             else:
                 targets.append(quote(column.name))
             arrays.append(array)
-        arrays.append(pa.array(item.flags(), pa.int8()))
+        arrays.append(pa.array(item.flags(), pa.int32()))
         targets.append(quote(DELETE_FLAG))
         table = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
         options = csv.WriteOptions(
@@ -404,7 +442,7 @@ class Applier:
         if not item.images:
             return
         arrays = [arrow_column(column, item.values(column)) for column in item.columns]
-        arrays.append(pa.array(item.flags(), pa.int8()))
+        arrays.append(pa.array(item.flags(), pa.int32()))
         names = [c.name for c in item.columns] + [DELETE_FLAG]
         # Positional names in Arrow and Parquet; the real ones (any characters) only in Spark.
         table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
@@ -440,12 +478,7 @@ class Applier:
         if plan.deletes and item.keyed:
             merged += self._delete_by_key(cursor, item)
         elif plan.deletes:
-            # A table keyed by all its columns may hold NULLs: null-safe equality.
-            join = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
-            merged += cursor.execute(
-                f"DELETE t FROM {item.target} AS t JOIN {item.stage} AS s ON {join} "
-                f"WHERE s.{quote(DELETE_FLAG)} = 1"
-            )
+            merged += self._delete_images(cursor, item, keys)
         if plan.upserts:
             wanted = set(plan.columns)
             columns = [c.name for c in item.columns if c.name in wanted]
@@ -456,6 +489,46 @@ class Applier:
                 f"WHERE {quote(DELETE_FLAG)} = 0 ON DUPLICATE KEY UPDATE {updates}"
             )
         return merged
+
+    @staticmethod
+    def _delete_images(cursor: Any, item: _Staged, keys: list[str]) -> int:
+        """Delete the staged images (flags 1..n): all copies of each when the table has a key
+        or when that removes exactly the copies the plan counts (the common case: no
+        identical rows), else, for a key-less table, just that many copies of each image."""
+        # A table keyed by all its columns may hold NULLs: null-safe equality.
+        join = " AND ".join(f"t.{quote(k)} <=> s.{quote(k)}" for k in keys)
+        flag = f"s.{quote(DELETE_FLAG)}"
+        delete_all = f"DELETE t FROM {item.target} AS t JOIN {item.stage} AS s ON {join} WHERE "
+        plan = item.plan
+        if not plan.keyless:
+            return int(cursor.execute(delete_all + f"{flag} > 0"))
+        counts = [plan.copies[key] for key in plan.deletes]
+        cursor.execute("SAVEPOINT tcs_copies")
+        deleted = int(cursor.execute(delete_all + f"{flag} > 0"))
+        if deleted <= sum(counts):
+            return deleted
+        # Some image has more copies downstream than the batch deletes: count them, delete
+        # every copy of the others, and just the counted copies of those (one scan each).
+        cursor.execute("ROLLBACK TO SAVEPOINT tcs_copies")
+        cursor.execute(
+            f"SELECT {flag}, COUNT(*) FROM {item.target} AS t JOIN {item.stage} AS s ON {join} "
+            f"WHERE {flag} > 0 GROUP BY {flag}"
+        )
+        held = {int(n): int(copies) for n, copies in cursor.fetchall()}
+        whole = [n for n, count in enumerate(counts, 1) if held.get(n, 0) <= count]
+        deleted = 0
+        for start in range(0, len(whole), DELETE_CHUNK):
+            chunk = ", ".join(str(n) for n in whole[start : start + DELETE_CHUNK])
+            deleted += cursor.execute(delete_all + f"{flag} IN ({chunk})")
+        target = item.target
+        match = " AND ".join(f"{target}.{quote(k)} <=> s.{quote(k)}" for k in keys)
+        for n, count in enumerate(counts, 1):
+            if held.get(n, 0) > count:
+                deleted += cursor.execute(
+                    f"DELETE FROM {target} WHERE EXISTS (SELECT 1 FROM {item.stage} AS s "
+                    f"WHERE {flag} = {n} AND {match}) LIMIT {count}"
+                )
+        return deleted
 
     @staticmethod
     def _delete_by_key(cursor: Any, item: _Staged) -> int:

@@ -7,7 +7,10 @@ keys to delete and a set of rows to upsert; the merge runs the deletes first, th
 - An update that changes the primary key, or a NOT NULL unique key, deletes the old key first:
   upserting in place could collide with another row's unique value (a swap inside one
   transaction), so such keys are deleted and inserted again.
-- A table without a primary or NOT NULL unique key is keyed by all its columns.
+- A table without a primary or NOT NULL unique key is keyed by all its columns, and its rows are
+  a multiset (upstream, TiDB tells identical rows apart by a hidden row id): an insert adds one
+  copy of its image, a delete removes one, an update removes one copy of the old image and adds
+  one of the new. The plan holds each image's net change in copies.
 - A delete carrying only handle-key columns (TiCDC without old values) deletes by that key.
 """
 
@@ -37,6 +40,11 @@ class TablePlan:
     columns: dict[str, ColumnType] = field(default_factory=dict)
     deletes: dict[Key, dict[str, Value]] = field(default_factory=dict)
     upserts: dict[Key, dict[str, Value]] = field(default_factory=dict)
+    # Key-less tables only: per image in ``deletes`` or ``upserts``, the copies to delete or add.
+    copies: dict[Key, int] = field(default_factory=dict)
+    # The commit ts of each key's last change (named when the downstream refuses a row).
+    commit_ts: dict[Key, int] = field(default_factory=dict)
+    keyless: bool = False
 
     @property
     def has_key(self) -> bool:
@@ -78,8 +86,10 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
     def plan_for(change: RowChange) -> TablePlan:
         plan = plans.get((change.schema, change.table))
         if plan is None:
+            keys = key_columns(change.columns)
+            keyless = not any(kind.flags & _KEY_FLAGS for kind in change.columns.values())
             plan = plans[(change.schema, change.table)] = TablePlan(
-                change.schema, change.table, key_columns(change.columns)
+                change.schema, change.table, keys, keyless=keyless
             )
         plan.columns.update(change.columns)
         return plan
@@ -88,18 +98,52 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
         group = list(transaction)
         for change in group:
             plan = plan_for(change)
+            if plan.keyless:
+                _count_copies(plan, change)
+                continue
             removed = _removed(change, plan.key_columns)
             if removed is not None:
                 key, image = removed
                 # An earlier batch row of this key is void: its last state is gone.
                 plan.upserts.pop(key, None)
                 plan.deletes[key] = image
+                plan.commit_ts[key] = change.commit_ts
         for change in group:
             if change.op is not Op.DELETE:
                 plan = plans[(change.schema, change.table)]
+                if plan.keyless:
+                    continue
                 new = change.new or {}
-                plan.upserts[_key(new, plan.key_columns)] = new
+                key = _key(new, plan.key_columns)
+                plan.upserts[key] = new
+                plan.commit_ts[key] = change.commit_ts
+    for plan in plans.values():
+        if plan.keyless:
+            _settle_copies(plan)
     return list(plans.values())
+
+
+def _count_copies(plan: TablePlan, change: RowChange) -> None:
+    """Count ``change`` into a key-less plan: -1 copy of the image it removes, +1 of the image
+    it adds (images collect in ``deletes`` until :func:`_settle_copies`)."""
+    if change.op is not Op.INSERT and change.old is not None:
+        key = _key(change.old, plan.key_columns)
+        plan.copies[key] = plan.copies.get(key, 0) - 1
+        plan.deletes.setdefault(key, change.old)
+        plan.commit_ts[key] = change.commit_ts
+    if change.op is not Op.DELETE and change.new is not None:
+        key = _key(change.new, plan.key_columns)
+        plan.copies[key] = plan.copies.get(key, 0) + 1
+        plan.deletes.setdefault(key, change.new)
+        plan.commit_ts[key] = change.commit_ts
+
+
+def _settle_copies(plan: TablePlan) -> None:
+    """Split a key-less plan's images by the sign of their net change in copies."""
+    images, net = plan.deletes, plan.copies
+    plan.deletes = {key: images[key] for key, count in net.items() if count < 0}
+    plan.upserts = {key: images[key] for key, count in net.items() if count > 0}
+    plan.copies = {key: abs(count) for key, count in net.items() if count}
 
 
 def _removed(change: RowChange, names: tuple[str, ...]) -> tuple[Key, dict[str, Value]] | None:

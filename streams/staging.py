@@ -35,7 +35,7 @@ from typing import Any
 import msgpack
 import redis
 
-from streams.model import DDLEvent, RowChange, Value
+from streams.model import ColumnFlag, DDLEvent, RowChange, Value
 from streams.native import native_module
 from streams.packed import PackedEvents, pack_rows, row_reader
 from streams.resp import Arg, CommandBatch, encode_args
@@ -260,6 +260,14 @@ return #page
 """
 
 
+_KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
+
+
+def _has_key(row: RowChange) -> bool:
+    """Whether ``row``'s table has a handle or primary key (else identical rows are distinct)."""
+    return any(kind.flags & _KEY_FLAGS for kind in row.columns.values())
+
+
 @dataclass(frozen=True, slots=True)
 class Barrier:
     """A DDL that must run after every change before it and before every change after it."""
@@ -340,6 +348,13 @@ class Staging:
         if batch is not None:
             return None
         return target.execute(self.client)[-1][zadds]
+
+    def add_dead_letters(self, entries: Sequence[dict[str, str]]) -> None:
+        """Add entries (field -> text) to the pipeline's dead letters, in one round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for entry in entries:
+            pipe.xadd(self.key("deadletters"), entry)  # type: ignore[arg-type]
+        pipe.execute()
 
     def set_partition_count(self, topic: str, count: int) -> None:
         self.client.hset(self.key("partitions"), topic, count)
@@ -469,8 +484,11 @@ class Staging:
         """Staged changes with ``after < commit_ts <= upto``, in commit-ts order across partitions.
 
         DDL come out as barriers in their place (after every row with a smaller or equal commit
-        ts, before every row with a greater one). Copies of one row version (TiCDC re-sends)
-        collapse. Reads page by page, so memory is bounded by the page size per partition.
+        ts, before every row with a greater one). Copies of one row version of a table with a
+        key (TiCDC re-sends) collapse; a key-less table's identical rows at one commit ts stay
+        apart (they are distinct rows upstream), unless they are one staged change: the same
+        partition, offset and event index, as Kafka re-delivers it. Reads page by page, so memory
+        is bounded by the page size per partition.
         """
         if upto <= after:
             return
@@ -493,8 +511,10 @@ class Staging:
             body = member[ROW_PREFIX:]
             if body in seen:
                 continue
-            seen.add(body)
-            yield self._unpack_row(int(ts, 16), body)
+            row = self._unpack_row(int(ts, 16), body)
+            if _has_key(row):
+                seen.add(body)
+            yield row
         while pending_ddl is not None:
             yield Barrier(unpack_ddl(int(pending_ddl[:TS_DIGITS], 16), pending_ddl[DDL_PREFIX:]))
             pending_ddl = next(ddls, None)

@@ -160,10 +160,28 @@ def _verify(args: argparse.Namespace) -> int:
 
     from ticdc_sink.verify import verify
 
+    if args.db or args.truth_db:
+        return _verify_against_truth(args)
     ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
     print("\n".join(report))
     print("verify: match" if ok else "verify: MISMATCH")
     return 0 if ok else EXIT_FAILURE
+
+
+def _verify_against_truth(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ticdc_sink.truth import compare_databases, run_workload
+
+    if not (args.db and args.truth_db):
+        raise ConfigError("--db and --truth-db go together")
+    settings = checked_settings(args, downstream=True)
+    if args.workload:
+        run_workload(settings, Path(args.workload), args.truth_db)
+    report = compare_databases(settings, args.truth_db, args.db)
+    print("\n".join(report))
+    print("verify: match" if not report else "verify: MISMATCH")
+    return EXIT_FAILURE if report else 0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -263,6 +281,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser("verify", help="compare the downstream with the expected state")
     verify.add_argument("--expected", default=".ticdc-sink/expected.json")
+    verify.add_argument("--db", help="a replicated database, compared with --truth-db instead")
+    verify.add_argument("--truth-db", help="the database holding the truth, row for row")
+    verify.add_argument(
+        "--workload", help="first run this SQL workload (JSON lines, {DB}) into --truth-db"
+    )
     verify.set_defaults(handler=_verify)
 
     status = commands.add_parser("status", help="per-partition progress and the global resolved ts")

@@ -54,6 +54,7 @@ COLUMNS: dict[str, dict[str, ColumnType]] = {
     },
 }
 KEYS = {"customers": ("id",), "orders": ("id",), "events": ("kind", "detail", "at")}
+KEYLESS_TABLES = frozenset({"events"})
 
 
 @dataclass

@@ -398,3 +398,64 @@ def test_a_value_the_column_cannot_hold_fails_the_batch(
     with pytest.raises(Exception, match=r"(?i)too long|truncated"):
         applier.apply(plan_batch(rows), TS + 1, 0, {})
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`short`") == [(0,)]
+
+
+@pytest.mark.parametrize("path", ["load-data", "spark"])
+def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
+    pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
+) -> None:
+    settings, _staging, applier = pipeline
+    if path == "spark":
+        spark = request.getfixturevalue("spark")
+        applier = Applier(settings.model_copy(update={"spark_min_rows": 0}), lambda: spark)
+    query(settings, f"CREATE TABLE `{scratch_db}`.`n` (a INT, b VARCHAR(8), f FLOAT)")
+    columns = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
+    columns["f"] = column_type(4, NULLABLE)
+
+    def change(ts: int, op: Op, new: Any = None, old: Any = None) -> RowChange:
+        image = {"a": new[0], "b": new[1], "f": 0.1} if new else None
+        before = {"a": old[0], "b": old[1], "f": 0.1} if old else None
+        return RowChange(ts, scratch_db, "n", op, columns, image, before)
+
+    def table() -> list[tuple[Any, ...]]:
+        return query(settings, f"SELECT a, b, COUNT(*) FROM `{scratch_db}`.`n` GROUP BY a, b")
+
+    x, y, z = (1, "x"), (2, None), (3, "z")
+    batches = [
+        # Three identical rows and two more, in one transaction.
+        [change(TS + 1, Op.INSERT, x)] * 3 + [change(TS + 1, Op.INSERT, y)] * 2,
+        # One copy of x deleted (more copies stay: counted deletes), one y updated to z.
+        [change(TS + 2, Op.DELETE, old=x), change(TS + 2, Op.UPDATE, z, y)],
+        # Every copy of a held image deleted at once (the quick path).
+        [change(TS + 3, Op.DELETE, old=x)] * 2 + [change(TS + 3, Op.INSERT, z)],
+    ]
+    wanted = [
+        [(1, "x", 3), (2, None, 2)],
+        [(1, "x", 2), (2, None, 1), (3, "z", 1)],
+        [(2, None, 1), (3, "z", 2)],
+    ]
+    for offset, (batch, state) in enumerate(zip(batches, wanted, strict=True)):
+        applier.apply(plan_batch(batch), TS + offset + 1, 0, {})
+        assert sorted(table(), key=repr) == sorted(state, key=repr)
+
+
+def test_a_row_the_downstream_refuses_is_named_and_the_batch_not_applied(
+    pipeline: Any, scratch_db: str
+) -> None:
+    from config.errors import RowRefusedError
+
+    settings, _staging, applier = pipeline
+    query(settings, f"CREATE TABLE `{scratch_db}`.`t` (id INT PRIMARY KEY, f FLOAT, d DATE)")
+    columns = {"id": column_type(3, PK), "f": column_type(4, NULLABLE)}
+    columns["d"] = column_type(10, NULLABLE)
+    rows = [
+        RowChange(TS + 1, scratch_db, "t", Op.INSERT, columns, {"id": 1, "f": 0.5}, None),
+        RowChange(TS + 2, scratch_db, "t", Op.INSERT, columns, {"id": 2, "f": 1e39}, None),
+        RowChange(TS + 2, scratch_db, "t", Op.INSERT, columns, {"id": 3, "d": "2024-02-30"}, None),
+    ]
+    with pytest.raises(RowRefusedError) as refused:
+        applier.apply(plan_batch(rows), TS + 2, 0, {})
+    found = sorted((r.key["id"], r.column, r.commit_ts) for r in refused.value.rows)
+    assert found == [(2, "f", TS + 2), (3, "d", TS + 2)]
+    assert str(refused.value).startswith(f"the downstream refuses a row of {scratch_db}.t (key id=")
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(0,)]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from tests.ticdc_sink.pipelines import PROCESS_LOGS, process_logs
+from tests.ticdc_sink.pipelines import forget_logs, process_logs
 
 
 @pytest.fixture
@@ -27,8 +27,7 @@ def pipeline(
     yield configured
     if call_failed():
         print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
-    for path in PROCESS_LOGS.glob(f"{unique}-*.log"):
-        path.unlink()
+    forget_logs(unique)
     for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
         redis_client.delete(key)
     with mariadb_connect() as conn, conn.cursor() as cursor:

@@ -58,6 +58,12 @@ def process_logs(group: str, lines: int = 40) -> str:
     return "\n".join(parts)
 
 
+def forget_logs(group: str) -> None:
+    """Delete the logs of the processes a test of pipeline ``group`` spawned."""
+    for path in PROCESS_LOGS.glob(f"{group}-*.log"):
+        path.unlink()
+
+
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     if process.poll() is None:
         os.killpg(process.pid, sig)

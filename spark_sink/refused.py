@@ -1,0 +1,173 @@
+"""Rows the downstream refuses: found one by one after a batch failed, described in one line,
+and taken out of the batch's plans when the operator dead-letters them.
+
+A batch that fails on a value (a NaN or out-of-range FLOAT, an invalid date) fails whole, and the
+server's error says neither which row nor, often, which table. So the batch's rows are tried
+again as the staging load writes them, bisected down to the refused ones, inside a transaction
+that is rolled back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+import pymysql
+
+from config.errors import RowRefusedError
+from spark_sink.downstream import Column, bindable, is_transient, quote
+from spark_sink.plan import Key, TablePlan
+from streams.model import Value
+
+# The column a MySQL or MariaDB value error names: ... for column `db`.`t`.`c` at row 1,
+# ... for column 'c' at row 1.
+_COLUMN = re.compile(r"column (?:`(?:[^`]|``)*`\.)*[`']((?:[^`']|``)+)[`'] at row")
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedRow:
+    """One row the downstream refuses, and why."""
+
+    schema: str
+    table: str
+    key: dict[str, Value]
+    column: str | None
+    commit_ts: int
+    error: str
+    image: dict[str, Value]
+
+    def describe(self) -> str:
+        key = ", ".join(f"{name}={value!r}" for name, value in self.key.items())
+        return (
+            f"the downstream refuses a row of {self.schema}.{self.table} (key {key}; column "
+            f"{self.column or 'unknown'}; commit ts {self.commit_ts}): {self.error}"
+        )
+
+    def dead_letter(self) -> dict[str, str]:
+        """The fields of its dead letter."""
+        return {
+            "table": f"{self.schema}.{self.table}",
+            "key": orjson.dumps(self.key, default=_jsonable).decode(),
+            "column": self.column or "",
+            "commit_ts": str(self.commit_ts),
+            "error": self.error,
+            "row": orjson.dumps(self.image, default=_jsonable).decode(),
+        }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"hex": value.hex()}
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def refused_error(rows: Sequence[RefusedRow]) -> RowRefusedError:
+    """The one error that stops the sink on ``rows``, naming the first."""
+    more = f" (and {len(rows) - 1} more rows of this batch)" if len(rows) > 1 else ""
+    return RowRefusedError(rows[0].describe() + more, rows)
+
+
+def column_of(error: str) -> str | None:
+    """The column a server error names, if it names one."""
+    found = _COLUMN.search(error)
+    return found.group(1).replace("``", "`") if found else None
+
+
+def _bound(value: Value) -> Any:
+    """A value bound as the staging load sends it: a float as text that the server parses (so
+    NaN is refused as the load refused it, not turned into a syntax error), the rest as is."""
+    return repr(value) if isinstance(value, float) else value
+
+
+def find_refused(
+    cursor: Any,
+    plan: TablePlan,
+    stage: str,
+    columns: Sequence[Column],
+    target: str,
+    fixed: dict[str, Value],
+) -> list[RefusedRow]:
+    """Each row of ``plan`` that its staging table ``stage`` (typed like ``target``; ``fixed``:
+    its own columns' values) refuses, inside a transaction that is rolled back (nothing stays).
+    All rows are tried at once, then halves of a refused set, down to single rows: a few
+    statements per refused row. The server's error names ``target`` where it named ``stage``."""
+    names = [c.name for c in columns]
+    quoted = ", ".join(quote(n) for n in [*names, *fixed])
+    marks = ", ".join(["%s"] * (len(names) + len(fixed)))
+    sql = bindable(f"INSERT INTO {stage} ({quoted})") + f" VALUES ({marks})"
+    keys = [k for k in plan.key_columns if k in set(names)]
+    images: list[tuple[Key, dict[str, Value]]] = list(plan.upserts.items())
+    if not plan.has_key:
+        images += plan.deletes.items()
+    rows = [
+        _Probe(key, image, [*(_bound(image.get(n)) for n in names), *fixed.values()])
+        for key, image in images
+    ]
+    found: list[tuple[_Probe, str]] = []
+    # Strict for the probe: a server that would only warn and clip refuses here, as the load
+    # (which checks warnings) refused the batch.
+    cursor.execute("SET @tcs_mode = @@SESSION.sql_mode")
+    cursor.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')")
+    try:
+        _bisect(cursor, sql, rows, found)
+    finally:
+        cursor.connection.rollback()
+        cursor.execute("SET SESSION sql_mode = @tcs_mode")
+    return [
+        RefusedRow(
+            plan.schema,
+            plan.table,
+            {name: row.image.get(name) for name in keys},
+            column_of(message.replace(stage, target)),
+            plan.commit_ts.get(row.key, 0),
+            message.replace(stage, target),
+            row.image,
+        )
+        for row, message in found
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Probe:
+    key: Key
+    image: dict[str, Value]
+    params: list[Any]
+
+
+def _bisect(cursor: Any, sql: str, rows: list[_Probe], found: list[tuple[_Probe, str]]) -> None:
+    """Insert ``rows``; if refused, undo and try each half, down to the single refused rows
+    (each added to ``found`` with the server's error)."""
+    if not rows:
+        return
+    cursor.execute("SAVEPOINT tcs_probe")
+    try:
+        cursor.executemany(sql, [row.params for row in rows])
+        return
+    except pymysql.MySQLError as error:
+        if is_transient(error) or len(error.args) < 2:
+            raise
+        message = f"{error.args[0]} {error.args[1]}"
+    cursor.execute("ROLLBACK TO SAVEPOINT tcs_probe")
+    if len(rows) == 1:
+        found.append((rows[0], message))
+        return
+    middle = len(rows) // 2
+    _bisect(cursor, sql, rows[:middle], found)
+    _bisect(cursor, sql, rows[middle:], found)
+
+
+def without_refused(plans: Sequence[TablePlan], rows: Sequence[RefusedRow]) -> None:
+    """Take ``rows`` out of ``plans`` (each refused image, with all its copies)."""
+    by_table: dict[tuple[str, str], list[RefusedRow]] = {}
+    for row in rows:
+        by_table.setdefault((row.schema, row.table), []).append(row)
+    for plan in plans:
+        for row in by_table.get((plan.schema, plan.table), []):
+            key = tuple(row.image.get(name) for name in plan.key_columns)
+            plan.upserts.pop(key, None)
+            if plan.keyless:
+                plan.deletes.pop(key, None)
+                plan.copies.pop(key, None)
