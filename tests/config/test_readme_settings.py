@@ -27,9 +27,16 @@ def documented_variables(readme: str) -> set[str]:
         found = _CELL_NAME.findall(first_cell)
         if not found:
             continue
-        stem = found[0].rsplit("_", 1)[0]
-        names.update(name if name.startswith(ENV_PREFIX) else stem + name for name in found)
+        head = found[0]
+        names.update(name if name.startswith(ENV_PREFIX) else sibling(head, name) for name in found)
     return names
+
+
+def sibling(head: str, suffix: str) -> str:
+    """``head`` with as many of its last words as ``suffix`` has replaced by ``suffix``:
+    `TICDC_SINK_DOWNSTREAM_SSL_MODE` and `_SSL_CA` make `TICDC_SINK_DOWNSTREAM_SSL_CA`."""
+    words = suffix.count("_")
+    return head.rsplit("_", words)[0] + suffix
 
 
 def test_every_setting_is_in_the_readme_table_and_every_row_is_a_setting() -> None:
@@ -42,11 +49,14 @@ def test_every_setting_is_in_the_readme_table_and_every_row_is_a_setting() -> No
 def test_a_row_with_a_sibling_documents_both() -> None:
     table = (
         "\n## Configuration\n| `TICDC_SINK_MAX_STAGED_ROWS` / `_BYTES` | 1 | x |\n"
-        "| `TICDC_SINK_ROUTES` / `TICDC_SINK_SKIP_TABLES` | | y |\n## Next\n"
+        "| `TICDC_SINK_ROUTES` / `TICDC_SINK_SKIP_TABLES` | | y |\n"
+        "| `TICDC_SINK_DOWNSTREAM_SSL_MODE` / `_SSL_CA` | | z |\n## Next\n"
     )
     assert documented_variables(table) == {
         ENV_PREFIX + "MAX_STAGED_ROWS",
         ENV_PREFIX + "MAX_STAGED_BYTES",
         ENV_PREFIX + "ROUTES",
         ENV_PREFIX + "SKIP_TABLES",
+        ENV_PREFIX + "DOWNSTREAM_SSL_MODE",
+        ENV_PREFIX + "DOWNSTREAM_SSL_CA",
     }

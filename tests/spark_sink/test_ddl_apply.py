@@ -208,7 +208,7 @@ def test_rows_of_a_table_missing_downstream_stop_the_sink(pipeline: Any, unique:
 
 
 def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> None:
-    from ticdc_sink.cli import main
+    from ticdc_sink.cli import EXIT_BAD_INPUT, main
 
     settings, staging, upstream = pipeline
     database = f"{unique}_up"
@@ -218,6 +218,6 @@ def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> No
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
-        assert main(["skip-ddl", "--ts", str(applied)]) == 1
-        assert main(["skip-ddl", "--ts", "0"]) == 1
+        assert main(["skip-ddl", "--ts", str(applied)]) == EXIT_BAD_INPUT
+        assert main(["skip-ddl", "--ts", "0"]) == EXIT_BAD_INPUT
         assert main(["skip-ddl", "--ts", str(applied + 1)]) == 0

@@ -60,13 +60,14 @@ def _simple_patch(codec: Codec, message: KafkaMessage, fields: dict[str, Any]) -
 
     from streams.codecs.simple import avro_schema
 
-    record = fastavro.schemaless_reader(
+    # TiCDC writes the schema's whole union: the message reads back as (branch name, record).
+    branch, record = fastavro.schemaless_reader(
         io.BytesIO(message.value), avro_schema(), None, return_record_name=True
     )
     name, payload = record["payload"]
     record["payload"] = (name, {**payload, **fields})
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, avro_schema(), record)
+    fastavro.schemaless_writer(out, avro_schema(), (branch, record))
     return KafkaMessage(None, out.getvalue())
 
 
