@@ -9,11 +9,12 @@ import redis
 from config.settings import Settings, replace_url_password
 
 
-def redis_client(settings: Settings) -> redis.Redis:
+def redis_client(settings: Settings, **extra: object) -> redis.Redis:
     """A client of the staging Redis: ``rediss://`` verifies the server against
-    TICDC_SINK_REDIS_SSL_CA (the system's CAs when empty) and presents the client certificate."""
+    TICDC_SINK_REDIS_SSL_CA (the system's CAs when empty) and presents the client certificate;
+    ``extra`` are more of redis-py's options (a connect timeout, say)."""
     url = settings.redis_url
-    options: dict[str, object] = {}
+    options: dict[str, object] = dict(extra)
     password = settings.redis_password.get_secret_value()
     if password:
         # redis-py lets a password in the URL win over the keyword: the setting must win.
