@@ -136,6 +136,9 @@ class MessageStager:
         self._last_staged: dict[TopicPartition, int] = {}
         # The highest DDL commit ts staged (sent) per partition; rows are read back from Redis.
         self.ddl_ts: dict[TopicPartition, int] = {}
+        # The watermark this worker moved each quiet partition to (TICDC_SINK_RESOLVE_WHEN_IDLE):
+        # a change that arrives at or below it breaks that rule's assumption, and is logged.
+        self.idle_marks: dict[TopicPartition, int] = {}
         # Labelled once: a labels() lookup per message costs more than the increment.
         pipeline = staging.pipeline
         self._rows_decoded = EVENTS_DECODED.labels(pipeline, "row")
@@ -281,10 +284,28 @@ class MessageStager:
             return self._quarantine(
                 record, DecodeError(self.codec.protocol, NO_COMMIT_TS), commands
             )
+        if self.idle_marks:
+            self._check_late(tp, offset, [c.commit_ts for c in (*rows, *ddls)])
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         self._count(tp, len(rows), marks)
         return StagedMessage(offset, pack_rows(rows), ddls, max(marks) if marks else None)
+
+    def _check_late(self, tp: TopicPartition, offset: int, commit_ts: list[int]) -> None:
+        """Log changes at or below the watermark a quiet partition was moved to: the sink may
+        have applied past them already, and then never applies them."""
+        mark = self.idle_marks.get(tp)
+        late = [ts for ts in commit_ts if mark is not None and ts <= mark]
+        if late:
+            log.warning(
+                "%s offset %d: a change at commit ts %d arrived after the partition was "
+                "resolved up to %d when quiet (TICDC_SINK_RESOLVE_WHEN_IDLE): if the sink "
+                "has applied past it, it is not applied; raise the quiet time",
+                tp.field,
+                offset,
+                min(late),
+                mark,
+            )
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
         self.rows_staged += rows
@@ -497,6 +518,7 @@ async def _resolve_idle(
         if mark is None or state.staged_offset is None:
             continue
         if await asyncio.to_thread(staging.resolve_idle, tp, state.staged_offset, mark):
+            stager.idle_marks[tp] = mark
             PARTITION_WATERMARK.labels(staging.pipeline, tp.topic, str(tp.partition)).set(
                 tso_seconds(mark)
             )
