@@ -67,6 +67,9 @@ DEFAULT_METRICS_HOST = "127.0.0.1"
 DEFAULT_PROGRESS_INTERVAL_S = 30.0
 # Dead letters kept in Redis: a flood of bad messages must not fill Redis (oldest trimmed first).
 DEFAULT_DEAD_LETTER_MAX_ENTRIES = 10_000
+# Seconds a partition read to its end stays quiet before its watermark is moved to what it
+# staged (for streams without watermarks: Debezium); 0: off, only TiCDC's resolved events count.
+DEFAULT_RESOLVE_WHEN_IDLE_S = 0.0
 
 # What every secret prints as: in logs, --help, status, errors and metrics.
 MASK = "***"
@@ -386,6 +389,13 @@ class Settings(BaseModel):
     log_format: LogFormat = LogFormat.TEXT
     dead_letter_max_entries: int = Field(default=DEFAULT_DEAD_LETTER_MAX_ENTRIES, ge=1)
     progress_interval: float = Field(default=DEFAULT_PROGRESS_INTERVAL_S, ge=1.0, le=3600.0)
+    resolve_when_idle: float = Field(
+        default=DEFAULT_RESOLVE_WHEN_IDLE_S,
+        ge=0.0,
+        le=3600.0,
+        description="seconds a partition read to its end must stay quiet before its watermark "
+        "moves to the highest commit ts staged from it (0: off)",
+    )
     routes: str = ""
     skip_tables: str = ""
     claim_check_storage: str = Field(

@@ -15,6 +15,8 @@ transaction or Lua script can touch all of them atomically, on a single Redis or
   (16 hex) + Kafka offset (16 hex). TiCDC sends a partition nothing at or below a resolved ts
   after it, so a replay from the last such message at or below the checkpoint rebuilds
   everything not yet applied, DDL included.
+  A worker moves a quiet partition's watermark the same way, at its last staged offset
+  (``TICDC_SINK_RESOLVE_WHEN_IDLE``, for streams without resolved events: ``streams/idle.py``).
 - ``lineage``: set once the sink knows Redis holds everything after the checkpoint; a
   checkpoint downstream without it means Redis lost its data (see ``ticdc-sink recover``).
 - ``partitions``: topic -> partition count, from the topic's metadata.
@@ -234,6 +236,27 @@ def _below(ts: int) -> bytes:
     return b"+" if ts >= 1 << 64 else b"(" + ts_hex(ts)
 
 
+# Moves a quiet partition's watermark as a resolved event would (TICDC_SINK_RESOLVE_WHEN_IDLE):
+# the watermark and its replay mark, at the last staged offset. Only while that offset is still
+# the staged one (nothing staged since the worker looked), nothing is held, and only forward.
+# KEYS: offsets, watermarks, held-ts, resolved:<tp>; ARGV: partition, staged offset, watermark.
+_RESOLVE_IDLE = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  return 0
+end
+local current = redis.call('HGET', KEYS[2], ARGV[1])
+if current and ARGV[3] <= current then
+  return 0
+end
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[4], 0, ARGV[3] .. string.format('%016x', tonumber(ARGV[2])))
+return 1
+"""
+
+
 _HOLD_TS = """
 local current = redis.call('HGET', KEYS[1], ARGV[1])
 if (not current) or ARGV[2] < current then
@@ -275,6 +298,18 @@ class Barrier:
     ddl: DDLEvent
 
 
+@dataclass(frozen=True, slots=True)
+class PartitionProgress:
+    """How far one partition is staged (see :meth:`Staging.progress`)."""
+
+    staged_offset: int | None
+    watermark: int | None
+    # Whether it holds messages that wait for their schema (Simple DML).
+    holding: bool
+    # The highest commit ts among its staged (untrimmed) rows.
+    highest_row_ts: int | None
+
+
 class Staging:
     """The staging area of one pipeline in Redis."""
 
@@ -283,6 +318,7 @@ class Staging:
         self.pipeline = pipeline
         self.prefix = f"tcs:{{{pipeline}}}:"
         self._trim = client.register_script(_TRIM)
+        self._resolve_idle = client.register_script(_RESOLVE_IDLE)
         self._unpack_row = row_reader()
 
     def key(self, name: str) -> str:
@@ -436,6 +472,46 @@ class Staging:
 
     # --- watermarks --------------------------------------------------------------------------
 
+    def progress(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionProgress]:
+        """Each partition's staged offset, watermark, holding state and highest staged row
+        commit ts, in one round trip (what a worker looks at for quiet partitions)."""
+        if not partitions:
+            return {}
+        fields = [tp.field for tp in partitions]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.key("offsets"), fields)
+        pipe.hmget(self.key("watermarks"), fields)
+        pipe.hmget(self.key("held-ts"), fields)
+        for tp in partitions:
+            pipe.zrevrangebylex(self.rows_key(tp), b"+", b"-", 0, 1)
+        offsets, marks, held, *last_rows = pipe.execute()
+        return {
+            tp: PartitionProgress(
+                None if offset is None else int(offset),
+                None if mark is None else int(mark, 16),
+                holding is not None,
+                int(last[0][:TS_DIGITS], 16) if last else None,
+            )
+            for tp, offset, mark, holding, last in zip(
+                partitions, offsets, marks, held, last_rows, strict=True
+            )
+        }
+
+    def resolve_idle(self, tp: TopicPartition, staged_offset: int, watermark: int) -> bool:
+        """Move ``tp``'s watermark to ``watermark`` as a resolved event at ``staged_offset``
+        would; False (nothing written) when more was staged since, a message is held, or the
+        watermark is there already."""
+        keys = [
+            self.key("offsets"),
+            self.key("watermarks"),
+            self.key("held-ts"),
+            self.resolved_key(tp),
+        ]
+        args = [tp.field, str(staged_offset), ts_hex(watermark)]
+        return bool(self._resolve_idle(keys=keys, args=args))
+
     def partitions(self) -> list[TopicPartition]:
         counts = self.client.hgetall(self.key("partitions"))
         return [
@@ -579,4 +655,4 @@ class Staging:
         return removed_rows
 
 
-__all__ = ["Barrier", "StagedMessage", "Staging", "TopicPartition", "Value"]
+__all__ = ["Barrier", "PartitionProgress", "StagedMessage", "Staging", "TopicPartition", "Value"]

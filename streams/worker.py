@@ -13,8 +13,9 @@ import functools
 import itertools
 import logging
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +34,7 @@ from config.settings import (
 from streams.codecs import Codec, codec_for
 from streams.codecs.simple import MissingSchemaError
 from streams.dead_letters import DeadLetters
+from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
 from streams.kafka_client import faust_broker, kafka_options
 from streams.large_messages import LargeMessages
 from streams.metrics import (
@@ -103,6 +105,8 @@ class PreparedBatch:
     schemas_changed: bool
     # Dead letters it adds (the stream is trimmed to its cap once they are in).
     dead_letters: int = 0
+    # The highest DDL commit ts it stages per partition (a quiet partition resolves up to it).
+    ddl_ts: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class MessageStager:
@@ -130,6 +134,11 @@ class MessageStager:
         self.messages_staged = 0
         self._schemas_changed = False
         self._last_staged: dict[TopicPartition, int] = {}
+        # The highest DDL commit ts staged (sent) per partition; rows are read back from Redis.
+        self.ddl_ts: dict[TopicPartition, int] = {}
+        # The watermark this worker moved each quiet partition to (TICDC_SINK_RESOLVE_WHEN_IDLE):
+        # a change that arrives at or below it breaks that rule's assumption, and is logged.
+        self.idle_marks: dict[TopicPartition, int] = {}
         # Labelled once: a labels() lookup per message costs more than the increment.
         pipeline = staging.pipeline
         self._rows_decoded = EVENTS_DECODED.labels(pipeline, "row")
@@ -185,13 +194,20 @@ class MessageStager:
         self._schemas_changed = False
         dead_before = self.dead_letters
         by_partition: dict[TopicPartition, list[StagedMessage | FramedMessage]] = {}
+        ddl_ts: dict[TopicPartition, int] = {}
         for record, frame in zip(records, framed, strict=True):
-            by_partition.setdefault(record[0], []).append(self._stage(record, frame, commands))
+            message = self._stage(record, frame, commands)
+            by_partition.setdefault(record[0], []).append(message)
+            if isinstance(message, StagedMessage) and message.ddls:
+                highest = max(ddl.commit_ts for ddl in message.ddls)
+                ddl_ts[record[0]] = max(highest, ddl_ts.get(record[0], highest))
         for tp, messages in by_partition.items():
             self.staging.stage_messages(tp, messages, commands)
             self._last_staged[tp] = messages[-1].offset
         self.messages_staged += len(records)
-        return PreparedBatch(commands, self._schemas_changed, self.dead_letters - dead_before)
+        return PreparedBatch(
+            commands, self._schemas_changed, self.dead_letters - dead_before, ddl_ts
+        )
 
     def send(self, batch: PreparedBatch) -> None:
         """Run a prepared batch's round trip (from any thread). If it fails, the caller calls
@@ -200,6 +216,8 @@ class MessageStager:
 
     def staged(self, batch: PreparedBatch) -> None:
         """After a batch is sent: stage the held messages its schemas may have unblocked."""
+        for tp, ts in batch.ddl_ts.items():
+            self.ddl_ts[tp] = max(ts, self.ddl_ts.get(tp, ts))
         if batch.schemas_changed and self.staging.client.llen(self.staging.key("held")):
             self.retry_held()
         if batch.dead_letters:
@@ -266,10 +284,28 @@ class MessageStager:
             return self._quarantine(
                 record, DecodeError(self.codec.protocol, NO_COMMIT_TS), commands
             )
+        if self.idle_marks:
+            self._check_late(tp, offset, [c.commit_ts for c in (*rows, *ddls)])
         if ddls or any(isinstance(e, Bootstrap) for e in events):
             self._schemas_changed = True
         self._count(tp, len(rows), marks)
         return StagedMessage(offset, pack_rows(rows), ddls, max(marks) if marks else None)
+
+    def _check_late(self, tp: TopicPartition, offset: int, commit_ts: list[int]) -> None:
+        """Log changes at or below the watermark a quiet partition was moved to: the sink may
+        have applied past them already, and then never applies them."""
+        mark = self.idle_marks.get(tp)
+        late = [ts for ts in commit_ts if mark is not None and ts <= mark]
+        if late:
+            log.warning(
+                "%s offset %d: a change at commit ts %d arrived after the partition was "
+                "resolved up to %d when quiet (TICDC_SINK_RESOLVE_WHEN_IDLE): if the sink "
+                "has applied past it, it is not applied; raise the quiet time",
+                tp.field,
+                offset,
+                min(late),
+                mark,
+            )
 
     def _count(self, tp: TopicPartition, rows: int, marks: list[int]) -> None:
         self.rows_staged += rows
@@ -349,6 +385,12 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
             "its commit ts go to the dead letters, and without its watermarks nothing is released"
         )
+    if settings.protocol is Protocol.DEBEZIUM and not settings.resolve_when_idle:
+        log.warning(
+            "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "
+            "TICDC_SINK_RESOLVE_WHEN_IDLE (seconds) no partition's watermark moves and "
+            "nothing is released"
+        )
     topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
     schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
@@ -386,9 +428,17 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             if resolved is not None:
                 GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
 
+    if settings.resolve_when_idle:
+        quiet = QuietClock()
+
+        @app.timer(interval=idle_check_interval(settings.resolve_when_idle))
+        async def resolve_idle_partitions() -> None:
+            with _skip_tick_without_redis(redis_outage, "resolving quiet partitions"):
+                await _resolve_idle(app, staging, stager, quiet, settings.resolve_when_idle)
+
     @app.timer(interval=settings.progress_interval)
     async def report_progress() -> None:
-        with _skip_tick_without_redis("reporting progress"):
+        with _skip_tick_without_redis(redis_outage, "reporting progress"):
             resolved = staging.global_resolved_ts()
             assigned = len(app.consumer.assignment())
             line = progress.line(stager.rows_staged, stager.messages_staged, assigned, resolved)
@@ -432,6 +482,53 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             await line.close()
 
     return app
+
+
+async def _resolve_idle(
+    app: Any, staging: Staging, stager: MessageStager, quiet: QuietClock, idle_s: float
+) -> None:
+    """Move the watermark of each assigned partition that is staged to its log-end offset and
+    quiet for ``idle_s`` seconds to the highest commit ts staged from it (see streams/idle.py)."""
+    assigned = sorted(app.consumer.assignment())
+    if not assigned:
+        return
+    try:
+        ends = await app.consumer.highwaters(*assigned)
+    except KafkaError as error:
+        log.debug("no log-end offsets this time: %s", error)
+        return
+    partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
+    progress = await asyncio.to_thread(staging.progress, partitions)
+    now = time.monotonic()
+    for kafka_tp, tp in zip(assigned, partitions, strict=True):
+        state = progress[tp]
+        highest = max(
+            (ts for ts in (state.highest_row_ts, stager.ddl_ts.get(tp)) if ts is not None),
+            default=None,
+        )
+        view = IdleView(
+            state.staged_offset,
+            ends.get(kafka_tp),
+            quiet.quiet_for(tp, state.staged_offset, now),
+            highest,
+            state.watermark,
+            state.holding,
+        )
+        mark = idle_watermark(view, idle_s)
+        if mark is None or state.staged_offset is None:
+            continue
+        if await asyncio.to_thread(staging.resolve_idle, tp, state.staged_offset, mark):
+            stager.idle_marks[tp] = mark
+            PARTITION_WATERMARK.labels(staging.pipeline, tp.topic, str(tp.partition)).set(
+                tso_seconds(mark)
+            )
+            log.info(
+                "%s quiet at its end (offset %d) for %.1f s: watermark moved to %d",
+                tp.field,
+                state.staged_offset,
+                view.quiet_s,
+                mark,
+            )
 
 
 @contextlib.contextmanager

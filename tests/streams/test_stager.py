@@ -227,3 +227,22 @@ async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:
     assert isinstance(app.crashed, DecodeError)
     assert acked == []
     assert staging.staged_offset(TP) is None
+
+
+def test_a_change_below_a_quiet_partitions_watermark_is_logged(
+    staging: Staging, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Debezium: the stream the rule is for (its codec has no native fast path).
+    codec = codec_for("debezium")
+    stager = MessageStager(staging, codec, OnError.DEADLETTER)
+    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
+    later = RowChange(TS + 5, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 6}, None)
+    messages = [*codec.encode([row]), *codec.encode([later])]
+    # The worker moved the quiet partition to TS (TICDC_SINK_RESOLVE_WHEN_IDLE).
+    stager.idle_marks[TP] = TS
+    with caplog.at_level("WARNING", logger="ticdc_sink.worker"):
+        stager.stage_batch([(TP, i, m.key, m.value) for i, m in enumerate(messages)])
+    (warning,) = [r.getMessage() for r in caplog.records if "when quiet" in r.getMessage()]
+    assert f"a change at commit ts {TS} arrived after the partition was resolved up to" in warning
+    # It is still staged: the sink applies it if it has not passed it yet.
+    assert staging.staged_totals()[0] == 2

@@ -212,3 +212,34 @@ def test_replay_offsets_start_at_the_last_watermark_at_or_below_the_checkpoint(
     staging.trim(BIG_TS + 12)
     assert staging.replay_offsets(BIG_TS + 12) == {"topic:0": 1, "topic:1": 0}
     assert staging.client.zcard(staging.resolved_key(P0)) == 2
+
+
+def test_a_quiet_partition_resolves_as_a_resolved_event_at_its_last_offset(
+    staging: Staging,
+) -> None:
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1)], watermark=BIG_TS)
+    staging.stage(P0, 1, [row(BIG_TS + 7, 2), row(BIG_TS + 3, 3)])
+    progress = staging.progress([P0, P1])
+    assert progress[P0] == staging_module.PartitionProgress(1, BIG_TS, False, BIG_TS + 7)
+    assert progress[P1] == staging_module.PartitionProgress(None, None, False, None)
+    # Not while more was staged since the worker looked.
+    assert not staging.resolve_idle(P0, 0, BIG_TS + 7)
+    assert staging.resolve_idle(P0, 1, BIG_TS + 7)
+    assert staging.watermarks()[P0] == BIG_TS + 7
+    # Recorded as a resolved event at offset 1 would be: a replay after a checkpoint there
+    # starts at that offset.
+    assert staging.replay_offsets(BIG_TS + 7)["topic:0"] == 1
+    # Never backwards, never twice.
+    assert not staging.resolve_idle(P0, 1, BIG_TS + 7)
+    assert not staging.resolve_idle(P0, 1, BIG_TS + 2)
+    assert staging.watermarks()[P0] == BIG_TS + 7
+    assert staging.client.zcard(staging.resolved_key(P0)) == 2
+
+
+def test_a_partition_holding_a_message_does_not_resolve_when_quiet(staging: Staging) -> None:
+    staging.stage(P1, 0, [row(BIG_TS + 4, 1)])
+    staging.hold(P1, 1, None, b"dml before its schema", BIG_TS + 6)
+    staging.stage(P1, 1, [])
+    assert staging.progress([P1])[P1].holding
+    assert not staging.resolve_idle(P1, 1, BIG_TS + 4)
+    assert staging.watermarks()[P1] is None

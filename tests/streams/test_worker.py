@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -180,6 +181,58 @@ async def test_status_names_the_partition_that_blocks(
     assert document["checkpoint_ts"] is None
     assert len(document["partitions"]) == PARTITIONS
     assert sum(p["staged_rows"] for p in document["partitions"]) == len(rows)
+
+
+async def test_a_quiet_partition_without_watermarks_resolves_to_what_it_staged(
+    settings: Any, topic: str, staging: Staging, unique: str
+) -> None:
+    rows = make_rows(600, seed=18)
+    # As from TiCDC's Debezium encoder: rows and DDL, never a resolved event; partition 0's
+    # last message is a DDL newer than every row.
+    messages = [m for m in _messages(rows, "open") if not _is_resolved(m[1])]
+    last_ddl = DDLEvent(rows[-1].commit_ts + 10, "bench", "orders", "ALTER TABLE t ADD c INT", 5)
+    messages += [(0, m) for m in codec_for("open").encode([last_ddl])]
+    await _produce(settings, topic, messages)
+    highest = {TopicPartition(topic, p): 0 for p in range(PARTITIONS)}
+    last_offset = {tp: -1 for tp in highest}
+    for partition, message in messages:
+        tp = TopicPartition(topic, partition)
+        last_offset[tp] += 1
+        events = codec_for("open").decode(message.key, message.value)
+        highest[tp] = max([highest[tp], *(e.commit_ts for e in events)])
+    worker = _start_worker(settings, topic, unique, TICDC_SINK_RESOLVE_WHEN_IDLE="1")
+    try:
+        _wait_resolved(staging, min(highest.values()))
+        deadline = time.monotonic() + 30
+        while staging.watermarks() != highest:
+            assert time.monotonic() < deadline, staging.watermarks()
+            time.sleep(0.25)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert highest[TopicPartition(topic, 0)] == last_ddl.commit_ts
+    # Recorded as resolved events at each partition's last offset: replays start there.
+    assert staging.replay_offsets(max(highest.values())) == {
+        tp.field: offset for tp, offset in last_offset.items()
+    }
+    released = [e for e in staging.release(0, min(highest.values())) if isinstance(e, RowChange)]
+    assert released == [r for r in rows if r.commit_ts <= min(highest.values())]
+
+
+@pytest.mark.parametrize("idle", [0.0, 2.0])
+def test_a_debezium_worker_without_resolve_when_idle_warns_once_at_start(
+    settings: Any, staging: Staging, idle: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    from config.settings import Protocol
+    from streams.worker import build_app
+
+    debezium = settings.model_copy(
+        update={"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
+    )
+    with caplog.at_level(logging.WARNING, logger="ticdc_sink.worker"):
+        build_app(debezium, lambda: staging)
+    warnings = [r.getMessage() for r in caplog.records if "RESOLVE_WHEN_IDLE" in r.getMessage()]
+    assert len(warnings) == (0 if idle else 1), warnings
 
 
 def _is_resolved(message: Any) -> bool:
