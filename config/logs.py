@@ -22,6 +22,10 @@ from config.settings import LogFormat, LogLevel
 # streams.transport is the worker's Faust consumer service, which logs as Faust's do.
 CHATTY_LOGGERS = ("faust", "mode", "aiokafka", "kafka", "py4j", "asyncio", "streams.transport")
 
+# A library logs every failed reconnect (aiokafka: several lines a second while Kafka is away);
+# the same line from it passes once in this many seconds, so an outage reads as one line.
+LIBRARY_REPEAT_S = 60.0
+
 # The pipeline of a record logged before the settings named one.
 NO_PIPELINE = "-"
 
@@ -97,6 +101,26 @@ class _StderrHandler(logging.StreamHandler[IO[str]]):
         pass
 
 
+class _LibraryRepeatFilter(logging.Filter):
+    """Passes a chatty library's record once per ``period`` seconds for the same message."""
+
+    def __init__(self, period: float = LIBRARY_REPEAT_S) -> None:
+        super().__init__()
+        self.period = period
+        self._last: dict[tuple[str, str], float] = {}
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(CHATTY_LOGGERS) or record.levelno >= logging.CRITICAL:
+            return True
+        # The template, not the text: each attempt's text differs in its error and address.
+        key = (record.name, str(record.msg))
+        last = self._last.get(key)
+        if last is not None and record.created - last < self.period:
+            return False
+        self._last[key] = record.created
+        return True
+
+
 def configure_logging(
     level: LogLevel = LogLevel.INFO,
     log_format: LogFormat = LogFormat.TEXT,
@@ -108,6 +132,7 @@ def configure_logging(
     handler = logging.StreamHandler(stream) if stream is not None else _StderrHandler()
     handler.setFormatter(JsonFormatter() if log_format is LogFormat.JSON else TextFormatter())
     handler.addFilter(_PipelineFilter(pipeline))
+    handler.addFilter(_LibraryRepeatFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

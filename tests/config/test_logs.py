@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from config.logs import CHATTY_LOGGERS, configure_logging, utc_time
+from config.logs import CHATTY_LOGGERS, LIBRARY_REPEAT_S, configure_logging, utc_time
 from config.settings import LogFormat, LogLevel
 
 
@@ -71,3 +71,23 @@ def test_configuring_again_replaces_the_handler_and_quiets_chatty_libraries() ->
 
 def test_utc_time_is_iso_with_milliseconds() -> None:
     assert utc_time(1_700_000_000.25) == "2023-11-14T22:13:20.250Z"
+
+
+def test_a_library_repeating_one_line_is_heard_once_a_period() -> None:
+    out = io.StringIO()
+    configure_logging(stream=out)
+    kafka, ours = logging.getLogger("aiokafka.client"), logging.getLogger("ticdc_sink.worker")
+    for attempt in range(5):
+        kafka.error("Unable connect to %r: %s", "127.0.0.1:9092", f"refused {attempt}")
+        ours.warning("Kafka unavailable: attempt %d", attempt)
+    kafka.error("Unable to update metadata from %r", 1)
+    lines = out.getvalue().splitlines()
+    assert sum("Unable connect" in line for line in lines) == 1
+    assert sum("Unable to update metadata" in line for line in lines) == 1
+    assert sum("Kafka unavailable" in line for line in lines) == 5, "the project's own lines stay"
+    later = logging.LogRecord(
+        "aiokafka.client", logging.ERROR, __file__, 1, "Unable connect to %r: %s", ("a", "b"), None
+    )
+    later.created += LIBRARY_REPEAT_S + 1
+    logging.getLogger("aiokafka.client").handle(later)
+    assert out.getvalue().count("Unable connect") == 2, "a line comes again after the period"
