@@ -15,6 +15,7 @@ from typing import Any
 
 from config.errors import LargeMessageError
 from config.settings import Downstream
+from streams.codecs.values import format_float
 from streams.model import (
     FLOAT_TYPES,
     INTEGER_TYPES,
@@ -31,10 +32,26 @@ Statement = tuple[str, tuple[Value, ...]]
 # Types whose text value the model keeps as an int (BIT arrives as big-endian bytes; ENUM and
 # SET are read a second time as their numbers).
 _INT_TYPES = INTEGER_TYPES | {MySQLType.YEAR, MySQLType.ENUM, MySQLType.SET}
-_INDEXED = (MySQLType.ENUM, MySQLType.SET)
+# Read a second time as numbers (``column + 0``): ENUM and SET for their index and bits, FLOAT
+# for its exact value (TiDB writes a FLOAT's text with 6 digits in exponent form: -1.17549e-38).
+_NUMBERED = (MySQLType.ENUM, MySQLType.SET, MySQLType.FLOAT)
 # MySQL's result-set column flags: ENUM and SET columns arrive typed as strings with these.
+NOT_NULL_FLAG = 0x01
+PRI_KEY_FLAG = 0x02
+UNIQUE_KEY_FLAG = 0x04
+MULTIPLE_KEY_FLAG = 0x08
+UNSIGNED_FLAG = 0x20
 ENUM_FLAG = 0x100
 SET_FLAG = 0x800
+# The ``binary`` character set: what TiDB (and TiCDC's binary flag) give numbers, dates, JSON
+# and binary strings alike.
+BINARY_CHARSET = 63
+_WIRE_TO_TICDC = (
+    (PRI_KEY_FLAG, ColumnFlag.PRIMARY_KEY),
+    (UNIQUE_KEY_FLAG, ColumnFlag.UNIQUE_KEY),
+    (MULTIPLE_KEY_FLAG, ColumnFlag.MULTIPLE_KEY),
+    (UNSIGNED_FLAG, ColumnFlag.UNSIGNED),
+)
 # A lost or stale upstream connection is made again once before a read gives up.
 READ_ATTEMPTS = 2
 
@@ -60,18 +77,35 @@ def snapshot_read(schema: str, table: str, key: dict[str, Value], ts: int) -> li
     ]
 
 
-def wire_types(fields: Sequence[tuple[int, int]]) -> list[int]:
-    """Each result column's model type from its wire (type code, flags): ENUM and SET arrive
-    as strings marked by a flag."""
-    return [
-        MySQLType.ENUM if flags & ENUM_FLAG else MySQLType.SET if flags & SET_FLAG else code
-        for code, flags in fields
-    ]
+def wire_types(fields: Sequence[tuple[int, int, int]]) -> list[ColumnType]:
+    """Each result column's model type and TiCDC flags from its wire (type code, flags, charset
+    number), as TiCDC describes the same column: ENUM and SET arrive as strings marked by a
+    flag, VARCHAR and VARBINARY as VAR_STRING (TiCDC says VARCHAR); the binary flag is the
+    binary character set's, so numbers, dates and JSON carry it too."""
+    kinds: list[ColumnType] = []
+    for code, wire, charset in fields:
+        if wire & ENUM_FLAG:
+            code = MySQLType.ENUM
+        elif wire & SET_FLAG:
+            code = MySQLType.SET
+        elif code == MySQLType.VAR_STRING:
+            code = MySQLType.VARCHAR
+        flags = 0 if wire & NOT_NULL_FLAG else int(ColumnFlag.NULLABLE)
+        if charset == BINARY_CHARSET:
+            flags |= ColumnFlag.BINARY
+        for bit, flag in _WIRE_TO_TICDC:
+            if wire & bit:
+                flags |= flag
+        kinds.append(column_type(code, flags))
+    return kinds
 
 
-def index_read(schema: str, table: str, columns: Sequence[str], key: dict[str, Value]) -> Statement:
-    """The statement reading ENUM and SET ``columns`` as the numbers the model keeps (TiCDC
-    sends an ENUM's index and a SET's bits), within the same snapshot."""
+def number_read(
+    schema: str, table: str, columns: Sequence[str], key: dict[str, Value]
+) -> Statement:
+    """The statement reading ENUM, SET and FLOAT ``columns`` as numbers, within the same
+    snapshot: TiCDC sends an ENUM's index and a SET's bits, and a FLOAT as its single-precision
+    value (read here exactly, widened to a double)."""
     numbers = ", ".join(f"{_bound_name(name)} + 0" for name in columns)
     where = " AND ".join(f"{_bound_name(name)} = %s" for name in key)
     table_name = f"{_bound_name(schema)}.{_bound_name(table)}"
@@ -80,7 +114,7 @@ def index_read(schema: str, table: str, columns: Sequence[str], key: dict[str, V
 
 def row_image(
     names: Sequence[str],
-    type_codes: Sequence[int],
+    kinds: Sequence[ColumnType],
     values: Sequence[Any],
     key_types: dict[str, ColumnType],
 ) -> tuple[dict[str, ColumnType], dict[str, Value]]:
@@ -88,17 +122,20 @@ def row_image(
     for text, ``bytes`` for binary); key columns keep the types the message gave them."""
     columns: dict[str, ColumnType] = {}
     image: dict[str, Value] = {}
-    for name, code, raw in zip(names, type_codes, values, strict=True):
+    for name, kind, raw in zip(names, kinds, values, strict=True):
         value: Value = raw
+        code = kind.mysql_type
         if raw is not None:
             if code in _INT_TYPES:
                 value = int(raw)
+            elif code == MySQLType.FLOAT:
+                # The shortest decimal of the single-precision value, as TiCDC writes it.
+                value = float(format_float(float(raw), single=True))
             elif code in FLOAT_TYPES:
                 value = float(raw)
             elif code == MySQLType.BIT:
                 value = int.from_bytes(raw, "big")
-        flags = ColumnFlag.BINARY if isinstance(raw, bytes) and code != MySQLType.BIT else 0
-        columns[name] = key_types.get(name) or column_type(code, int(flags))
+        columns[name] = key_types.get(name) or kind
         image[name] = value
     return columns, image
 
@@ -126,10 +163,16 @@ class UpstreamReader:
         self, change: RowChange, key: dict[str, Value], ts: int, protocol: str
     ) -> tuple[dict[str, ColumnType], dict[str, Value]]:
         where = f"{change.schema}.{change.table} at ts {ts}"
+        if not key:
+            # A table without a primary or not-null unique key (replicated by force-replicate):
+            # TiCDC sends no column at all, and there is nothing to select the row by.
+            raise LargeMessageError(
+                protocol, f"handle-key-only row of {where}: the table has no handle-key column"
+            )
         with self._lock:
             for attempt in range(1, READ_ATTEMPTS + 1):
                 try:
-                    rows, names, codes = self._query(change.schema, change.table, key, ts)
+                    rows, names, kinds = self._query(change.schema, change.table, key, ts)
                     break
                 except Exception as error:  # PyMySQL's errors, a lost connection
                     self._conn = None
@@ -143,11 +186,11 @@ class UpstreamReader:
                 protocol, f"handle-key-only row of {where}: {len(rows)} upstream rows by its key"
             )
         key_types = {name: change.columns[name] for name in key if name in change.columns}
-        return row_image(names, codes, rows[0], key_types)
+        return row_image(names, kinds, rows[0], key_types)
 
     def _query(
         self, schema: str, table: str, key: dict[str, Value], ts: int
-    ) -> tuple[list[list[Any]], list[str], list[int]]:
+    ) -> tuple[list[list[Any]], list[str], list[ColumnType]]:
         """The rows by ``key`` as of ``ts``, their column names and model types."""
         conn = self._conn or self._connect()
         with conn.cursor() as cursor:
@@ -158,13 +201,13 @@ class UpstreamReader:
                 # PyMySQL keeps the columns' flags only on its result's fields.
                 fields = cursor._result.fields
                 names = [field.name for field in fields]
-                codes = wire_types([(field.type_code, field.flags) for field in fields])
-                numbered = [i for i, code in enumerate(codes) if code in _INDEXED]
+                kinds = wire_types([(f.type_code, f.flags, f.charsetnr) for f in fields])
+                numbered = [i for i, kind in enumerate(kinds) if kind.mysql_type in _NUMBERED]
                 if rows and numbered:
-                    cursor.execute(*index_read(schema, table, [names[i] for i in numbered], key))
+                    cursor.execute(*number_read(schema, table, [names[i] for i in numbered], key))
                     for i, number in zip(numbered, cursor.fetchone(), strict=True):
                         rows[0][i] = number
-                return rows, names, codes
+                return rows, names, kinds
             finally:
                 cursor.execute("SET @@tidb_snapshot = ''")
 
