@@ -242,13 +242,6 @@ def execute_ddl(cursor: Any, schema: str | None, query: str, home: str) -> bool:
     return True
 
 
-def is_tidb(cursor: Any) -> bool:
-    """Whether the downstream is TiDB (which takes TiDB's own DDL syntax as it is)."""
-    cursor.execute("SELECT VERSION()")
-    row = cursor.fetchone()
-    return bool(row) and "tidb" in str(row[0]).lower()
-
-
 CHECKPOINT_DDL = """
 CREATE TABLE IF NOT EXISTS {table} (
   pipeline VARCHAR(64) NOT NULL PRIMARY KEY,
