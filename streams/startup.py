@@ -12,12 +12,11 @@ import logging
 import socket
 import time
 from collections.abc import Callable
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
 from config.errors import UnreachableError
-from config.settings import Settings, env_name
+from config.settings import Settings, env_name, masked
 from streams.outage import RETRY_FIRST_S, Outage, next_delay
 
 log = logging.getLogger("ticdc_sink.startup")
@@ -48,23 +47,12 @@ def wait_for(name: str, address: str, probe: Callable[[], object], timeout: floa
         return
 
 
-def masked_redis_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def wait_for_redis(settings: Settings) -> None:
     """Redis answers PING (a Redis still loading its append-only file does not)."""
     client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=PROBE_TIMEOUT_S)
     try:
         wait_for(
-            "Redis", masked_redis_url(settings.redis_url), client.ping, settings.startup_timeout
+            "Redis", masked("redis_url", settings.redis_url), client.ping, settings.startup_timeout
         )
     finally:
         client.close()

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from config.errors import UnreachableError
-from streams.startup import masked_redis_url, wait_for
+from config.settings import masked
+from streams.startup import wait_for
 
 
 def test_a_service_that_answers_late_is_waited_for() -> None:
@@ -40,8 +41,8 @@ def test_a_service_that_never_answers_names_the_setting_and_address() -> None:
 
 
 def test_passwords_are_masked() -> None:
-    assert masked_redis_url("redis://user:secret@host:6380/0") == "redis://user:***@host:6380/0"
-    assert masked_redis_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert masked("redis_url", "redis://user:secret@host:6380/0") == "redis://user:***@host:6380/0"
+    assert masked("redis_url", "redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
 
 
 def _free_port() -> int:
