@@ -53,6 +53,15 @@ def spawn(command: str, env: dict[str, str], log: Path | None = None) -> subproc
         )
 
 
+def start_worker(
+    settings: Settings, topic: str, group: str, **extra: str
+) -> subprocess.Popen[bytes]:
+    """A worker of pipeline ``group`` reading ``topic`` (Open Protocol unless ``extra`` says
+    otherwise), in a session of its own, its output discarded."""
+    configured = settings.model_copy(update={"group": group, "topics": (topic,)})
+    return spawn("worker", pipeline_env(configured, "open", **extra), Path(os.devnull))
+
+
 def process_logs(group: str, lines: int = 40) -> str:
     """The last lines of every process a test of pipeline ``group`` spawned."""
     parts = []
