@@ -217,16 +217,6 @@ def replace_url_password(url: str, password: str | None) -> str:
     return urlunsplit(parts._replace(netloc=f"{login}@{host}" if login else host))
 
 
-def mask_url(url: str) -> str:
-    """``url`` with its password, if any, as ``***``."""
-    return replace_url_password(url, MASK)
-
-
-def shown_secret(secret: SecretStr) -> str:
-    """How a secret setting prints: ``***`` when set, empty when not."""
-    return MASK if secret.get_secret_value() else ""
-
-
 class Downstream(BaseModel):
     """A parsed ``mysql://user:password@host:port/?ssl-mode=...`` address; the password never
     prints. ``ssl_mode`` None means MySQL's default: verify-ca with a CA file, else preferred."""
@@ -534,7 +524,7 @@ class Settings(BaseModel):
     def __repr_args__(self) -> Any:
         # repr() and str() show the Redis URL with its password masked, like describe().
         for name, value in super().__repr_args__():
-            yield name, mask_url(value) if name == "redis_url" else value
+            yield name, masked(name, value) if name == "redis_url" else value
 
     def describe(self) -> dict[str, str]:
         """Every setting as the text a log or ``--help`` may show (secrets masked)."""
@@ -543,9 +533,7 @@ class Settings(BaseModel):
             value = getattr(self, name)
             if isinstance(value, tuple):
                 value = ",".join(value)
-            elif isinstance(value, SecretStr):
-                value = shown_secret(value)
-            shown[ENV_PREFIX + name.upper()] = "" if value is None else masked(name, str(value))
+            shown[ENV_PREFIX + name.upper()] = "" if value is None else masked(name, value)
         return shown
 
 
@@ -649,23 +637,27 @@ def read_secret_file(variable: str, path: str) -> str:
         raise ConfigError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
 
 
-def masked(field: str, text: str) -> str:
-    """A setting's text with what is secret in it masked: an address's password, an S3 URI's
-    secret key."""
+def masked(field: str, value: Any) -> str:
+    """Setting ``field``'s value as text with what is secret in it masked, as logs, ``--help``,
+    errors and ``repr()`` show it: a secret setting is ``***`` (empty when a parsed one is not set),
+    an address shows its password as ``***``, an S3 URI its secret key as ``***``."""
+    if isinstance(value, SecretStr):
+        return MASK if value.get_secret_value() else ""
+    if field in SECRET_FIELDS:
+        return MASK
+    text = str(value)
     if field in _ADDRESSES:
-        return mask_url(text)
+        return replace_url_password(text, MASK)
     if field == "claim_check_storage":
         return _SECRET_KEY.sub(r"\1" + MASK, text)
     return text
 
 
 def shown_value(field: str, value: Any) -> str:
-    """A raw setting's value as an error may quote it: secrets masked, URL passwords masked."""
+    """A raw setting's value as an error quotes it (:func:`masked`): text quoted, a secret not."""
     if field in SECRET_FIELDS:
-        return MASK
-    if isinstance(value, str):
-        return repr(masked(field, value))
-    return repr(value)
+        return masked(field, value)
+    return repr(masked(field, value)) if isinstance(value, str) else repr(value)
 
 
 # Settings that are addresses and may carry a password.

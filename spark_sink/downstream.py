@@ -18,6 +18,7 @@ from spark_sink.local_infile import GuardedConnection
 from spark_sink.tls import pymysql_tls
 from streams.connectivity import tls_problem
 from streams.outage import Outage
+from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
@@ -41,11 +42,6 @@ INDEX_PREFIX = 191
 # Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
 # but a string by its bytes or its name.
 _NUMERIC_STAGING = ("bit", "enum", "set")
-
-
-def quote(identifier: str) -> str:
-    """A backtick-quoted identifier: any name from the stream is safe inside SQL."""
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 def bindable(sql: str) -> str:
@@ -240,13 +236,6 @@ def execute_ddl(cursor: Any, schema: str | None, query: str, home: str) -> bool:
         with contextlib.suppress(pymysql.MySQLError):
             cursor.execute(f"USE {quote(home)}")
     return True
-
-
-def is_tidb(cursor: Any) -> bool:
-    """Whether the downstream is TiDB (which takes TiDB's own DDL syntax as it is)."""
-    cursor.execute("SELECT VERSION()")
-    row = cursor.fetchone()
-    return bool(row) and "tidb" in str(row[0]).lower()
 
 
 CHECKPOINT_DDL = """

@@ -22,12 +22,12 @@ from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.ddl_routing import route_ddl
 from spark_sink.ddl_text import is_database_ddl
+from spark_sink.dialect import Server
 from spark_sink.downstream import (
     DOWNSTREAM_OUTAGE,
     Checkpoint,
     connect,
     execute_ddl,
-    is_tidb,
     is_transient,
     with_retries,
 )
@@ -66,8 +66,6 @@ class Sink:
         self.applier = applier
         self.epoch = epoch
         self.applied_rows = 0
-        # Whether the downstream is TiDB, asked at the first DDL.
-        self._tidb: bool | None = None
 
     def checkpoint(self) -> Checkpoint:
         """How far the downstream is (all zero before the first checkpoint)."""
@@ -205,10 +203,9 @@ class Sink:
         return route_ddl(query, ddl.schema or "", self.applier.router, home)
 
     def _downstream_is_tidb(self) -> bool:
-        if self._tidb is None:
-            with self.applier.connection().cursor() as cursor:
-                self._tidb = is_tidb(cursor)
-        return self._tidb
+        self.applier.connection()  # reads the server's dialect on connecting
+        dialect = self.applier.dialect
+        return dialect is not None and dialect.server is Server.TIDB
 
     def _record_ddl(self, ddl: DDLEvent, query: str | None = None, home: str | None = None) -> None:
         """Run ``query`` (if any) in ``home``, then record the DDL as applied."""

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 
 from config.errors import UnreachableError
-from config.settings import Settings, env_name, mask_url
+from config.settings import Settings, env_name, masked
 from streams.outage import RETRY_FIRST_S, Outage, next_delay
 from streams.redis_client import redis_client
 
@@ -51,7 +51,9 @@ def wait_for_redis(settings: Settings) -> None:
     # The process's own client: TLS files and ACL password as every later call uses them.
     client = redis_client(settings, socket_connect_timeout=PROBE_TIMEOUT_S)
     try:
-        wait_for("Redis", mask_url(settings.redis_url), client.ping, settings.startup_timeout)
+        wait_for(
+            "Redis", masked("redis_url", settings.redis_url), client.ping, settings.startup_timeout
+        )
     finally:
         client.close()
 

@@ -57,7 +57,8 @@ READ_ATTEMPTS = 2
 
 
 def quote(identifier: str) -> str:
-    """A backtick-quoted identifier (spark_sink has the same; imports go the other way)."""
+    """A backtick-quoted identifier: any name from the stream is safe inside SQL (the sink's
+    statements, in spark_sink, quote with this one too)."""
     return "`" + identifier.replace("`", "``") + "`"
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from tests.streams.codecs.large_messages import (
     handle_key_only_message,
     stored_object,
 )
+from tests.ticdc_sink.pipelines import start_worker
 from ticdc_sink.produce import send
 
 TS = 449_000_000_000_000_001
@@ -77,29 +76,10 @@ def test_a_message_of_whole_events_is_left_alone(tmp_path: Path) -> None:
 # --- the worker, against real Kafka and Redis -------------------------------------------------
 
 
-def _start_worker(topic: str, group: str, **extra: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TICDC_SINK_TOPICS": topic,
-        "TICDC_SINK_GROUP": group,
-        "TICDC_SINK_PROTOCOL": "open",
-        "TICDC_SINK_WEB_PORT": "0",
-        "TICDC_SINK_SESSION_TIMEOUT": "6",
-        **extra,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sink", "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def _run_worker_until_resolved(
-    staging: Staging, topic: str, group: str, ts: int, **extra: str
+    settings: Any, staging: Staging, topic: str, group: str, ts: int, **extra: str
 ) -> None:
-    worker = _start_worker(topic, group, **extra)
+    worker = start_worker(settings, topic, group, **extra)
     try:
         deadline = time.monotonic() + 90
         while (staging.global_resolved_ts() or 0) < ts:
@@ -137,7 +117,7 @@ async def test_the_worker_stages_a_claim_checked_row_in_its_place(
         *codec.encode([rows[2], Resolved(TS)]),
     ]
     await send(settings, topic, 1, [(0, m) for m in messages])
-    _run_worker_until_resolved(staging, topic, unique, TS, TICDC_SINK_PROTOCOL=protocol)
+    _run_worker_until_resolved(settings, staging, topic, unique, TS, TICDC_SINK_PROTOCOL=protocol)
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]
     assert [(r.op, r.new) for r in released] == [(r.op, r.new) for r in rows]
     assert staging.client.xlen(staging.key("deadletters")) == 0
@@ -157,7 +137,9 @@ async def test_the_worker_dead_letters_what_it_cannot_make_whole(
         *codec.encode([rows[3], Resolved(TS)]),
     ]
     await send(settings, topic, 1, [(0, m) for m in messages])
-    _run_worker_until_resolved(staging, topic, unique, TS, TICDC_SINK_CLAIM_CHECK_ATTEMPTS="2")
+    _run_worker_until_resolved(
+        settings, staging, topic, unique, TS, TICDC_SINK_CLAIM_CHECK_ATTEMPTS="2"
+    )
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]
     assert released == [rows[0], rows[3]]
     letters = staging.client.xrange(staging.key("deadletters"))

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from config.errors import UnreachableError
-from config.settings import mask_url
+from config.settings import masked
 from streams.startup import wait_for
 
 
@@ -41,8 +41,8 @@ def test_a_service_that_never_answers_names_the_setting_and_address() -> None:
 
 
 def test_passwords_are_masked() -> None:
-    assert mask_url("redis://user:secret@host:6380/0") == "redis://user:***@host:6380/0"
-    assert mask_url("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+    assert masked("redis_url", "redis://user:secret@host:6380/0") == "redis://user:***@host:6380/0"
+    assert masked("redis_url", "redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
 
 
 def _free_port() -> int:

@@ -16,6 +16,7 @@ from streams.codecs import codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
 from streams.worker import STAGE_BATCH
+from tests.ticdc_sink.pipelines import start_worker
 from ticdc_sink.produce import send
 from ticdc_sink.workload import make_rows
 
@@ -51,26 +52,6 @@ def _messages(
     return messages
 
 
-def _start_worker(settings: Any, topic: str, group: str, **extra: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TICDC_SINK_TOPICS": topic,
-        "TICDC_SINK_GROUP": group,
-        "TICDC_SINK_PROTOCOL": "open",
-        "TICDC_SINK_WEB_PORT": "0",
-        # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
-        "TICDC_SINK_SESSION_TIMEOUT": "6",
-        **extra,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sink", "worker"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-
-
 def _wait_resolved(staging: Staging, ts: int, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -96,7 +77,7 @@ async def test_worker_stages_every_partition_in_order(
 ) -> None:
     rows = make_rows(2_000, seed=11)
     await _produce(settings, topic, _messages(rows, "open", bad=True))
-    worker = _start_worker(settings, topic, unique, TICDC_SINK_EVENT_LOOP=loop_name)
+    worker = start_worker(settings, topic, unique, TICDC_SINK_EVENT_LOOP=loop_name)
     try:
         _wait_resolved(staging, rows[-1].commit_ts)
     finally:
@@ -115,7 +96,7 @@ async def test_halt_stops_the_worker_at_the_first_bad_message(
     rows = make_rows(1_000, seed=17)
     # Each partition: a DDL, 64 rows, then garbage, then the rest and a resolved event.
     await _produce(settings, topic, _messages(rows, "open", bad=True))
-    worker = _start_worker(settings, topic, unique, TICDC_SINK_ON_ERROR="halt")
+    worker = start_worker(settings, topic, unique, TICDC_SINK_ON_ERROR="halt")
     try:
         worker.wait(timeout=90)
     finally:
@@ -137,13 +118,13 @@ async def test_a_sigkilled_worker_loses_nothing_and_duplicates_nothing(
     rows = make_rows(6_000, seed=12)
     await _produce(settings, topic, _messages(rows, "open"))
     for _ in range(2):
-        worker = _start_worker(settings, topic, unique)
+        worker = start_worker(settings, topic, unique)
         deadline = time.monotonic() + 60
         while staging.staged_totals()[0] < 500 and time.monotonic() < deadline:
             time.sleep(0.05)
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait(timeout=30)
-    worker = _start_worker(settings, topic, unique)
+    worker = start_worker(settings, topic, unique)
     try:
         _wait_resolved(staging, rows[-1].commit_ts)
     finally:
@@ -160,7 +141,7 @@ async def test_status_names_the_partition_that_blocks(
     rows = make_rows(200, seed=13)
     messages = [m for m in _messages(rows, "open") if m[0] != 3 or not _is_resolved(m[1])]
     await _produce(settings, topic, messages)
-    worker = _start_worker(settings, topic, unique, TICDC_SINK_WEB_PORT="16066")
+    worker = start_worker(settings, topic, unique, TICDC_SINK_WEB_PORT="16066")
     try:
         deadline = time.monotonic() + 60
         while sum(m is not None for m in staging.watermarks().values()) < 3:
@@ -200,7 +181,7 @@ async def test_a_quiet_partition_without_watermarks_resolves_to_what_it_staged(
         last_offset[tp] += 1
         events = codec_for("open").decode(message.key, message.value)
         highest[tp] = max([highest[tp], *(e.commit_ts for e in events)])
-    worker = _start_worker(settings, topic, unique, TICDC_SINK_RESOLVE_WHEN_IDLE="1")
+    worker = start_worker(settings, topic, unique, TICDC_SINK_RESOLVE_WHEN_IDLE="1")
     try:
         _wait_resolved(staging, min(highest.values()))
         deadline = time.monotonic() + 30
@@ -251,7 +232,7 @@ async def test_duplicates_and_older_replays_change_nothing(
     older = codec_for("open").encode([Resolved(rows[0].commit_ts)])[0]
     replay = messages + [(p, older) for p in range(PARTITIONS)]
     await _produce(settings, topic, messages + replay)
-    worker = _start_worker(settings, topic, unique)
+    worker = start_worker(settings, topic, unique)
     try:
         _wait_resolved(staging, rows[-1].commit_ts)
         last = {TopicPartition(topic, p): -1 for p in range(PARTITIONS)}
@@ -274,8 +255,8 @@ async def test_two_workers_share_partitions_and_survive_a_sigkill(
 ) -> None:
     rows = make_rows(8_000, seed=15)
     await _produce(settings, topic, _messages(rows, "open"))
-    first = _start_worker(settings, topic, unique)
-    second = _start_worker(settings, topic, unique)
+    first = start_worker(settings, topic, unique)
+    second = start_worker(settings, topic, unique)
     try:
         deadline = time.monotonic() + 60
         while staging.staged_totals()[0] < 1_000:
@@ -298,7 +279,7 @@ async def test_backpressure_pauses_and_resumes(
     rows = make_rows(5 * 16 * STAGE_BATCH, seed=16)
     await _produce(settings, topic, _messages(rows, "open", resolved_per_chunk=True))
     limit = 1_000
-    worker = _start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
+    worker = start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
     try:
         deadline = time.monotonic() + 60
         while staging.staged_totals()[0] < limit:
@@ -314,7 +295,7 @@ async def test_backpressure_pauses_and_resumes(
         # A paused worker still stops promptly when asked.
         os.killpg(worker.pid, signal.SIGTERM)
         assert worker.wait(timeout=30) is not None
-        worker = _start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
+        worker = start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
         # The sink applies and trims: the worker resumes and finishes.
         while (staging.global_resolved_ts() or 0) < rows[-1].commit_ts:
             assert time.monotonic() < deadline + 120

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from config.settings import Settings
-from tests.ticdc_sink.pipelines import forget_logs, process_logs
+from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
 
 @pytest.fixture
@@ -33,3 +33,14 @@ def pipeline(
     with mariadb_connect() as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+@pytest.fixture
+async def topic(kafka_admin: Any, unique: str) -> AsyncIterator[str]:
+    """A topic of this test's own (named like its ``pipeline``), of :data:`TOPIC_PARTITIONS`
+    partitions, deleted afterwards."""
+    from aiokafka.admin import NewTopic
+
+    await kafka_admin.create_topics([NewTopic(unique, TOPIC_PARTITIONS, 1)])
+    yield unique
+    await kafka_admin.delete_topics([unique])

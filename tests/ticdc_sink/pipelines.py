@@ -16,6 +16,8 @@ from pathlib import Path
 from config.settings import Settings
 from ticdc_sink.verify import verify
 
+# Partitions of the topic the ``topic`` fixture (conftest.py) creates.
+TOPIC_PARTITIONS = 2
 # Each spawned process's output, kept so that a failing test can show what its processes said.
 PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
 
@@ -35,18 +37,29 @@ def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, s
     }
 
 
-def spawn(command: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """``ticdc-sink COMMAND`` in a session of its own, its output in :data:`PROCESS_LOGS`."""
-    PROCESS_LOGS.mkdir(exist_ok=True)
-    name = f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
-    with (PROCESS_LOGS / name).open("wb") as log:
+def spawn(command: str, env: dict[str, str], log: Path | None = None) -> subprocess.Popen[bytes]:
+    """``ticdc-sink COMMAND`` in a session of its own, its output in ``log`` (by default a file of
+    :data:`PROCESS_LOGS` named after the pipeline)."""
+    if log is None:
+        PROCESS_LOGS.mkdir(exist_ok=True)
+        log = PROCESS_LOGS / f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
+    with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "ticdc_sink", command],
             env=env,
-            stdout=log,
+            stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+
+def start_worker(
+    settings: Settings, topic: str, group: str, **extra: str
+) -> subprocess.Popen[bytes]:
+    """A worker of pipeline ``group`` reading ``topic`` (Open Protocol unless ``extra`` says
+    otherwise), in a session of its own, its output discarded."""
+    configured = settings.model_copy(update={"group": group, "topics": (topic,)})
+    return spawn("worker", pipeline_env(configured, "open", **extra), Path(os.devnull))
 
 
 def process_logs(group: str, lines: int = 40) -> str:

@@ -11,26 +11,6 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 2
-
-
-@pytest.fixture
-async def topic(kafka_admin: Any, unique: str) -> Any:
-    from aiokafka.admin import NewTopic
-
-    await kafka_admin.create_topics([NewTopic(unique, PARTITIONS, 1)])
-    yield unique
-    await kafka_admin.delete_topics([unique])
-
-
-@pytest.fixture
-def cleanup(unique: str, redis_client: Any, mariadb_connect: Any) -> Any:
-    yield
-    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
-        redis_client.delete(key)
-    with mariadb_connect() as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
-
 
 def _recover(unique: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -52,8 +32,10 @@ async def _committed(kafka_admin: Any, group: str) -> dict[Any, Any]:
     return dict(await kafka_admin.list_consumer_group_offsets(group))
 
 
+# The pipeline fixture deletes the pipeline's Redis keys and meta database afterwards.
+@pytest.mark.usefixtures("pipeline")
 async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
-    topic: str, unique: str, redis_client: Any, kafka_admin: Any, cleanup: None
+    topic: str, unique: str, redis_client: Any, kafka_admin: Any
 ) -> None:
     redis_client.set(f"tcs:{{{unique}}}:watermarks", "partial")
     redis_client.xadd(f"tcs:{{{unique}}}:deadletters", {"topic": topic})
