@@ -56,6 +56,16 @@ def route_ddl(query: str, schema: str, router: Router, home: str | None) -> str:
     return apply_edits(query, edits)
 
 
+def named_database(query: str) -> str | None:
+    """The database a DDL names with its first qualified table (``CREATE TABLE db.t``), for an
+    event that does not say which database it ran in; None when it names none."""
+    try:
+        refs = _names(query)
+    except DDLError:
+        return None
+    return next((ref.schema for ref in refs if ref.schema is not None), None)
+
+
 def _rename(ref: NameRef, schema: str, router: Router, home: str | None) -> Edit | None:
     if ref.is_database:
         target = router.route_schema(ref.name)

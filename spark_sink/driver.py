@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pymysql
 import redis
@@ -20,7 +21,7 @@ from config.errors import DDLError, RowRefusedError, StagingLostError, Transient
 from config.settings import OnDDLError, OnRowError, Settings
 from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
-from spark_sink.ddl_routing import route_ddl
+from spark_sink.ddl_routing import named_database, route_ddl
 from spark_sink.ddl_text import is_database_ddl
 from spark_sink.dialect import Server
 from spark_sink.downstream import (
@@ -150,6 +151,10 @@ class Sink:
             log.info("DDL at %d already applied: %s", ddl.commit_ts, ddl.query)
             return
         router = self.applier.router
+        if not ddl.schema:
+            # A DDL event without its database (the project's own Simple encoder writes no table
+            # schema for DDL) that qualifies its table runs in the database it names.
+            ddl = replace(ddl, schema=named_database(ddl.query))
         route = router.route(ddl.schema or "", ddl.table or "")
         if ddl.table and route is None:
             return

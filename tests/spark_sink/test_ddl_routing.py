@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.errors import DDLError
-from spark_sink.ddl_routing import route_ddl
+from spark_sink.ddl_routing import named_database, route_ddl
 from spark_sink.ddl_text import is_database_ddl
 from spark_sink.routing import Router
 
@@ -100,3 +100,17 @@ def test_schema_routes_move_only_whole_databases() -> None:
     assert ROUTER.route_schema("app") == "replica"
     assert ROUTER.route_schema("other") == "other"
     assert Router.parse("app.t=arch.t").route_schema("app") == "app"
+
+
+@pytest.mark.parametrize(
+    ("query", "database"),
+    [
+        ("CREATE TABLE app.t (id INT PRIMARY KEY)", "app"),
+        ("ALTER TABLE `my db`.`t` ADD COLUMN c INT", "my db"),
+        ("RENAME TABLE t1 TO app.t2", "app"),
+        ("CREATE TABLE t (id INT)", None),
+        ("CREATE DATABASE app", None),
+    ],
+)
+def test_the_database_a_ddl_names_is_found(query: str, database: str | None) -> None:
+    assert named_database(query) == database
