@@ -49,7 +49,10 @@ def build_spark(
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("TZ", "UTC")
-    java_options = (
+    # Only the driver's JVM (the sink's own output) is quieted. Executors log to their cluster
+    # worker's folders with Spark's defaults, the task lines a cluster's operator reads there;
+    # a file path of the sink's machine would not exist on a remote executor anyway.
+    driver_options = (
         f"{_UTC_JAVA_OPTIONS} -Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()} "
         f"-Dticdc.pipeline={pipeline}"
     )
@@ -58,8 +61,8 @@ def build_spark(
         .appName(app_name)
         .config("spark.jars", jdbc_jar)
         .config("spark.driver.extraClassPath", jdbc_jar)
-        .config("spark.driver.extraJavaOptions", java_options)
-        .config("spark.executor.extraJavaOptions", java_options)
+        .config("spark.driver.extraJavaOptions", driver_options)
+        .config("spark.executor.extraJavaOptions", _UTC_JAVA_OPTIONS)
         .config("spark.sql.session.timeZone", "UTC")
         # A retried task may have committed its rows once already (its executor lost after the
         # JDBC commit), doubling them in the staging table: the sink re-runs the batch from an
