@@ -257,9 +257,10 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     over at once rather than after the lease's term) and returns 0."""
     from spark_sink.routing import Router
 
-    stop = stop_on_signals()
+    # Waited for under the command line's own handlers: a signal then ends the start (exit 0).
     wait_for_redis(settings)
     _wait_for_downstream(settings)
+    stop = stop_on_signals()
     serve_metrics(settings)
     client = redis_client(settings)
     staging = Staging(client, settings.group)

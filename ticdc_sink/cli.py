@@ -20,6 +20,9 @@ from ticdc_sink import __version__
 EXIT_FAILURE = 1
 EXIT_BAD_INPUT = 2
 EXIT_SIGNALLED = 128
+# Processes a supervisor runs and stops: asked to stop, they exit 0 even when the signal comes
+# while they still start (before the worker's Faust or the sink's loop took the signals over).
+SERVICE_COMMANDS = frozenset({"worker", "apply"})
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -367,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except StopRequested as stop:
         name = signal.Signals(stop.signum).name
         print(f"ticdc-sink {args.command}: stopped ({name})", file=sys.stderr)
-        return EXIT_SIGNALLED + stop.signum
+        return 0 if args.command in SERVICE_COMMANDS else EXIT_SIGNALLED + stop.signum
     except KeyboardInterrupt:
         print(f"ticdc-sink {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGNALLED + signal.SIGINT

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ from tests.streams.codecs.large_messages import (
     handle_key_only_message,
     stored_object,
 )
-from tests.ticdc_sink.pipelines import start_worker
+from tests.ticdc_sink.pipelines import run_worker_until_resolved
 from ticdc_sink.produce import send
 
 TS = 449_000_000_000_000_001
@@ -76,21 +73,6 @@ def test_a_message_of_whole_events_is_left_alone(tmp_path: Path) -> None:
 # --- the worker, against real Kafka and Redis -------------------------------------------------
 
 
-def _run_worker_until_resolved(
-    settings: Any, staging: Staging, topic: str, group: str, ts: int, **extra: str
-) -> None:
-    worker = start_worker(settings, topic, group, **extra)
-    try:
-        deadline = time.monotonic() + 90
-        while (staging.global_resolved_ts() or 0) < ts:
-            assert worker.poll() is None, "the worker stopped"
-            assert time.monotonic() < deadline, "the global resolved ts never came"
-            time.sleep(0.25)
-    finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=60)
-
-
 @pytest.fixture
 async def topic(kafka_admin: Any, unique: str) -> Any:
     from aiokafka.admin import NewTopic
@@ -117,7 +99,7 @@ async def test_the_worker_stages_a_claim_checked_row_in_its_place(
         *codec.encode([rows[2], Resolved(TS)]),
     ]
     await send(settings, topic, 1, [(0, m) for m in messages])
-    _run_worker_until_resolved(settings, staging, topic, unique, TS, TICDC_SINK_PROTOCOL=protocol)
+    run_worker_until_resolved(settings, staging, topic, unique, TS, TICDC_SINK_PROTOCOL=protocol)
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]
     assert [(r.op, r.new) for r in released] == [(r.op, r.new) for r in rows]
     assert staging.client.xlen(staging.key("deadletters")) == 0
@@ -137,7 +119,7 @@ async def test_the_worker_dead_letters_what_it_cannot_make_whole(
         *codec.encode([rows[3], Resolved(TS)]),
     ]
     await send(settings, topic, 1, [(0, m) for m in messages])
-    _run_worker_until_resolved(
+    run_worker_until_resolved(
         settings, staging, topic, unique, TS, TICDC_SINK_CLAIM_CHECK_ATTEMPTS="2"
     )
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]

@@ -37,7 +37,8 @@ from streams.model import column_type as kind
 from streams.staging import Staging
 from streams.upstream import UpstreamReader
 from tests.streams.codecs.large_messages import handle_key_only_message, key_only
-from tests.streams.test_large_messages import _run_worker_until_resolved, topic  # noqa: F401
+from tests.streams.test_large_messages import topic  # noqa: F401
+from tests.ticdc_sink.pipelines import run_worker_until_resolved
 from ticdc_sink.produce import send
 from ticdc_sink.services.tidb_server import TiDBService
 
@@ -263,7 +264,8 @@ async def test_the_worker_stages_a_handle_key_only_row_read_upstream(
         *codec.encode([Resolved(update.commit_ts)]),
     ]
     await send(settings, topic, 1, [(0, m) for m in messages])
-    _run_worker_until_resolved(
+    run_worker_until_resolved(
+        settings,
         staging,
         topic,
         unique,

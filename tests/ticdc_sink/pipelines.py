@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from config.settings import Settings
+from streams.staging import Staging
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.
@@ -105,3 +106,19 @@ def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.25)
+
+
+def run_worker_until_resolved(
+    settings: Settings, staging: Staging, topic: str, group: str, ts: int, **extra: str
+) -> None:
+    """A worker of pipeline ``group`` on ``topic``, until the global resolved ts reaches ``ts``."""
+    worker = start_worker(settings, topic, group, **extra)
+    try:
+        deadline = time.monotonic() + 90
+        while (staging.global_resolved_ts() or 0) < ts:
+            assert worker.poll() is None, "the worker stopped"
+            assert time.monotonic() < deadline, "the global resolved ts never came"
+            time.sleep(0.25)
+    finally:
+        os.killpg(worker.pid, signal.SIGTERM)
+        worker.wait(timeout=60)

@@ -99,3 +99,22 @@ def test_a_sink_releases_its_lease_on_a_signal_and_logs_json(
     others = [line for line in text.splitlines() if line.strip() and not line.startswith("{")]
     assert all(JVM_NOTICE in line or TEXT_LINE.match(line) for line in others), text
     assert not any(" INFO " in line for line in others), text
+
+
+@pytest.mark.parametrize("command", ["worker", "apply"])
+def test_a_service_stopped_while_it_waits_for_its_services_exits_0(
+    command: str, pipeline: Settings, tmp_path: Path
+) -> None:
+    log = tmp_path / f"{command}.log"
+    # Nothing listens there: the process is still waiting at start when the signal comes.
+    env = pipeline_env(
+        pipeline,
+        "open",
+        TICDC_SINK_KAFKA="127.0.0.1:1",
+        TICDC_SINK_DOWNSTREAM="mysql://root@127.0.0.1:1/",
+        TICDC_SINK_STARTUP_TIMEOUT="60",
+    )
+    process = spawn(command, env, log)
+    _wait_for_line(log, "unavailable since|waiting|did not answer", process, timeout=60)
+    text = _stopped_cleanly(process, log, signal.SIGTERM)
+    assert "stopped (SIGTERM)" in text
