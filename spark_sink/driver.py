@@ -38,7 +38,8 @@ from spark_sink.metrics import DDL_SKIPPED, record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.tidb_syntax import mysql_safe
-from streams.metrics import serve_metrics
+from streams.dead_letters import DeadLetters
+from streams.metrics import DEAD_LETTERS_TRIMMED, serve_metrics
 from streams.model import DDLEvent
 from streams.outage import RETRY_FIRST_S, Outage, next_delay
 from streams.redis_client import redis_client
@@ -131,7 +132,10 @@ class Sink:
                 # Dead-lettered before the batch commits: a crash in between redoes the batch,
                 # which finds (and dead-letters) the same rows again.
                 rows: list[RefusedRow] = refused.rows
-                self.staging.add_dead_letters([row.dead_letter() for row in rows])
+                trimmed = DeadLetters(self.staging).add_entries(
+                    [row.dead_letter() for row in rows], self.settings.dead_letter_max_entries
+                )
+                DEAD_LETTERS_TRIMMED.labels(self.settings.group).inc(trimmed)
                 for row in rows:
                     log.warning("dead letter: %s", row.describe())
                 without_refused(batch.plans, rows)

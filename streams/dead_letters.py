@@ -4,6 +4,7 @@ topic, partition, offset, key, value and the error, the oldest trimmed past a ca
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +66,15 @@ class DeadLetters:
             "XADD", self.key, "*", "topic", tp.topic, "partition", tp.partition, "offset",
             offset, "key", key or b"", "value", value or b"", "error", error,
         )  # fmt: skip
+
+    def add_entries(self, entries: Sequence[dict[str, str]], max_entries: int) -> int:
+        """Add entries (field -> text: rows the downstream refused, say) in one round trip, then
+        keep the newest ``max_entries``; returns how many old ones went."""
+        pipe = self.client.pipeline(transaction=False)
+        for entry in entries:
+            pipe.xadd(self.key, entry)  # type: ignore[arg-type]
+        pipe.execute()
+        return self.trim(max_entries)
 
     def trim(self, max_entries: int) -> int:
         """Delete the oldest entries past ``max_entries``; returns how many went."""

@@ -385,13 +385,6 @@ class Staging:
             return None
         return target.execute(self.client)[-1][zadds]
 
-    def add_dead_letters(self, entries: Sequence[dict[str, str]]) -> None:
-        """Add entries (field -> text) to the pipeline's dead letters, in one round trip."""
-        pipe = self.client.pipeline(transaction=False)
-        for entry in entries:
-            pipe.xadd(self.key("deadletters"), entry)  # type: ignore[arg-type]
-        pipe.execute()
-
     def set_partition_count(self, topic: str, count: int) -> None:
         self.client.hset(self.key("partitions"), topic, count)
 
