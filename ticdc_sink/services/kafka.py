@@ -28,6 +28,18 @@ HEAP = "-Xmx1g"
 _API_VERSIONS = 18
 
 
+def new_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes in URL-safe base64 without padding, as Kafka makes them.
+
+    Like Kafka's ``Uuid.randomUuid`` it never starts with "-": the storage tool's argument parser
+    would read such an id as an option and refuse to format (one start in 64 failed that way).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
 class KafkaService(LocalService):
     name = "kafka"
     endpoint = Endpoint("127.0.0.1", 9092)
@@ -89,8 +101,7 @@ class KafkaService(LocalService):
         )
         if (self.home / "data" / "meta.properties").exists():
             return
-        # Kafka's cluster ids are 16 random bytes in URL-safe base64 without padding.
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        cluster_id = new_cluster_id()
         run_checked(
             [
                 *self._java(),
