@@ -94,7 +94,7 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
     staging = Staging(redis_client(run), run.group)
     # The sink first: it leads once Spark has started, then waits for work.
     sink = spawn(run, "apply")
-    while not staging.client.exists(staging.key("sink-leader")):
+    while not staging.sink_leads():
         time.sleep(0.05)
     expected = Path(".ticdc-sink") / f"{run.group}.json"
     _, final = run_produce(

@@ -39,22 +39,17 @@ def _key(row: RowChange) -> int:
     return int((image or {})["id"])  # type: ignore[arg-type]
 
 
-def _clean(staging: Staging) -> None:
-    for key in staging.client.scan_iter(f"{staging.prefix}*"):
-        staging.client.delete(key)
-
-
 def _deliver_only(messages: int) -> None:
     """Run the worker with each batch counted, not staged; print the seconds from the first
     batch to the last message."""
-    from streams import worker
+    from streams.worker import app, line, stager
 
     first: list[float] = []
     seen = [0]
 
     async def count(
-        self: worker.StagingLine,
-        records: list[worker.Record],
+        self: line.StagingLine,
+        records: list[stager.Record],
         acknowledge: Callable[[], Awaitable[None]],
     ) -> None:
         first[:] = first or [time.perf_counter()]
@@ -64,8 +59,8 @@ def _deliver_only(messages: int) -> None:
             # The Faust worker redirects sys.stdout into its log: write to the pipe itself.
             os.write(1, b"%f\n" % (time.perf_counter() - first[0]))
 
-    worker.StagingLine.submit = count  # type: ignore[method-assign]
-    worker.run_worker(load_settings())
+    line.StagingLine.submit = count  # type: ignore[method-assign]
+    app.run_worker(load_settings())
 
 
 def _time_delivery(topic: str, messages: int) -> float:
@@ -130,12 +125,12 @@ def main() -> None:
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
-        _clean(staging)
+        staging.clear()
 
     try:
         deliver_rate = len(rows) / _time_delivery(topic, len(messages))
     finally:
-        _clean(Staging(staging.client, f"{topic}-deliver"))
+        Staging(redis_client(settings), f"{topic}-deliver").clear()
         asyncio.run(delete_topics(settings, [topic]))
     print(
         f"{len(rows)} Open Protocol row events, 16 per message, {PARTITIONS} partitions, 1 worker"

@@ -38,7 +38,6 @@ from spark_sink.metrics import DDL_SKIPPED, record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.tidb_syntax import mysql_safe
-from streams.dead_letters import DeadLetters
 from streams.metrics import DEAD_LETTERS_TRIMMED, serve_metrics
 from streams.model import DDLEvent
 from streams.outage import RETRY_FIRST_S, Outage, next_delay
@@ -132,7 +131,7 @@ class Sink:
                 # Dead-lettered before the batch commits: a crash in between redoes the batch,
                 # which finds (and dead-letters) the same rows again.
                 rows: list[RefusedRow] = refused.rows
-                trimmed = DeadLetters(self.staging).add_entries(
+                trimmed = self.staging.dead_letters.add_entries(
                     [row.dead_letter() for row in rows], self.settings.dead_letter_max_entries
                 )
                 DEAD_LETTERS_TRIMMED.labels(self.settings.group).inc(trimmed)
@@ -268,7 +267,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     serve_metrics(settings)
     client = redis_client(settings)
     staging = Staging(client, settings.group)
-    lock = LeaderLock(client, staging.key("sink-leader"))
+    lock = LeaderLock(client, staging.keys)
     applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     with _unless_stopping(stop, "starting Spark"):

@@ -15,6 +15,7 @@ import uuid
 import redis
 
 from streams.outage import Outage
+from streams.staging import Keys
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -34,9 +35,10 @@ return 0
 class LeaderLock:
     """``SET NX PX`` lease; each acquisition gets a larger epoch, recorded with the checkpoint."""
 
-    def __init__(self, client: redis.Redis, key: str, lease_ms: int = LEASE_MS) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, lease_ms: int = LEASE_MS) -> None:
         self.client = client
-        self.key = key
+        self.key = keys.leader
+        self.epoch_key = keys.leader_epoch
         self.lease_ms = lease_ms
         self.token = uuid.uuid4().hex
         self.epoch = 0
@@ -48,7 +50,7 @@ class LeaderLock:
         # A retried SET (its first reply lost with a cut connection) finds our own lease.
         if not taken and self.client.get(self.key) != self.token.encode():
             return False
-        self.epoch = int(self.client.incr(self.key + ":epoch"))
+        self.epoch = int(self.client.incr(self.epoch_key))
         return True
 
     def renew(self) -> bool:

@@ -62,7 +62,7 @@ def snapshot(
                 "owner": None,
                 "watermark": mark,
                 "watermark_time": tso_fields(mark, now)["time"],
-                "staged_rows": staging.client.zcard(staging.rows_key(tp)),
+                "staged_rows": staging.staged_rows(tp),
                 "staged_offset": staging.staged_offset(tp),
                 "committed_offset": done,
                 "high_watermark": end,
@@ -88,7 +88,7 @@ def snapshot(
         "blocking_partitions": [tp.field for tp in blocking],
         "staged_rows": staged_rows,
         "staged_bytes": staged_bytes,
-        "dead_letters": staging.client.xlen(staging.key("deadletters")),
+        "dead_letters": staging.dead_letters.count(),
         "partitions": rows,
     }
 

@@ -161,8 +161,7 @@ def staging(redis_client: redis.Redis, unique: str) -> Iterator[Any]:
 
     area = Staging(redis_client, unique)
     yield area
-    for key in redis_client.scan_iter(f"{area.prefix}*"):
-        redis_client.delete(key)
+    area.clear()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -17,12 +17,10 @@ import orjson
 from config.errors import ConfigError, DecodeError, TicdcSinkError
 from config.settings import Settings
 from streams.codecs import codec_for
-from streams.dead_letters import DeadLetter, DeadLetters
 from streams.large_messages import LargeMessages
 from streams.model import DDLEvent, RowChange
 from streams.redis_client import redis_client
-from streams.schema_store import RedisSchemaStore
-from streams.staging import Staging
+from streams.staging import DeadLetter, DeadLetters, Staging
 from streams.tso import describe_tso
 from ticdc_sink.status_command import read_checkpoint
 
@@ -39,7 +37,7 @@ class ReplayRefusedError(TicdcSinkError):
 
 def _store(settings: Settings) -> tuple[Staging, DeadLetters]:
     staging = Staging(redis_client(settings), settings.group)
-    return staging, DeadLetters(staging)
+    return staging, staging.dead_letters
 
 
 def _letter(store: DeadLetters, entry: str, pipeline: str) -> DeadLetter:
@@ -109,7 +107,7 @@ def run_replay(
     letter = _letter(store, entry, settings.group)
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
-    codec = codec_for(settings.protocol, RedisSchemaStore(staging.client, staging.key("schemas")))
+    codec = codec_for(settings.protocol, staging.schema_store())
     try:
         # Made whole as the worker makes it: claim checks read, handle-key-only rows fetched.
         events = LargeMessages.from_settings(settings).decode(codec, key or None, value)
@@ -137,7 +135,7 @@ def run_replay(
 def _check_replayable(settings: Settings, staging: Staging, entry: str, first_ts: int) -> None:
     """Refuse while a sink runs or once the downstream is past ``first_ts``: the rows would
     never be applied (or, applied by hand, could overwrite newer changes)."""
-    if staging.client.exists(staging.key("sink-leader")):
+    if staging.sink_leads():
         raise ReplayRefusedError(
             f"a sink leads pipeline {settings.group!r}: stop it before a replay (it could move "
             "past the message while it is staged), then start it again"

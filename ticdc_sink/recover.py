@@ -23,9 +23,6 @@ from streams.tso import describe_tso
 
 log = logging.getLogger("ticdc_sink.recover")
 
-# Staging keys a recovery keeps: the dead letters are a record, not state to rebuild.
-KEPT_KEYS = ("deadletters",)
-
 
 @dataclass(frozen=True)
 class Rewind:
@@ -58,9 +55,9 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
         checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_plan_rewind(settings, offsets))
-    client = redis_client(settings)
-    staging = Staging(client, settings.group)
-    doomed = _staging_keys(staging)
+    staging = Staging(redis_client(settings), settings.group)
+    # The dead letters are a record, not state to rebuild: a recovery keeps them.
+    doomed = staging.stored_keys(keep=frozenset({staging.keys.dead_letters}))
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
     print(f"pipeline {settings.group}: {at}")
     for rewind in rewinds:
@@ -78,11 +75,10 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
         print("nothing changed")
         return 1
     asyncio.run(_commit_offsets(settings, rewinds))
-    if doomed:
-        client.delete(*doomed)
+    staging.delete_keys(doomed)
     if checkpoint is not None:
         # The next sink must lead with a newer epoch than the one the checkpoint recorded.
-        client.set(staging.key("sink-leader:epoch"), checkpoint.epoch)
+        staging.restore_leader_epoch(checkpoint.epoch)
     staging.mark_lineage()
     print(f"rewound the consumer group; cleared {len(doomed)} staging keys")
     print("start the workers and the sink again to replay")
@@ -154,9 +150,3 @@ async def _commit_offsets(settings: Settings, rewinds: list[Rewind]) -> None:
         await consumer.commit({tp: OffsetAndMetadata(offset, "") for tp, offset in targets.items()})
     finally:
         await consumer.stop()
-
-
-def _staging_keys(staging: Staging) -> list[bytes]:
-    """The pipeline's staging keys a recovery deletes (all but :data:`KEPT_KEYS`)."""
-    kept = {staging.key(name).encode() for name in KEPT_KEYS}
-    return [k for k in staging.client.scan_iter(f"{staging.prefix}*") if k not in kept]

@@ -26,5 +26,6 @@ fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<unpack::RowUnpacker>()?;
     module.add_class::<model::PackedMessage>()?;
     module.add_function(wrap_pyfunction!(staging::stage_frames, module)?)?;
+    module.add("STAGING_LAYOUT_VERSION", staging::LAYOUT_VERSION)?;
     Ok(())
 }

@@ -3,8 +3,9 @@
 //! A worker stages a partition's messages in one transaction: a ZADD of their rows, and a script
 //! call that records each message's Kafka offset, watermark, row count and bytes, and DDL count
 //! (none: a packed message carries none). Encoding both here, without the GIL, spares Python a
-//! bytes object per row and the Redis client its per-argument encoding. `frame_message` in
-//! `streams/staging.py` is the reference these bytes equal.
+//! bytes object per row and the Redis client its per-argument encoding.
+//! `frame_message` in `streams/staging/framing.py` is the reference these bytes equal; the layout
+//! is defined in `streams/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
 
 use std::io::Write;
 
@@ -13,7 +14,12 @@ use pyo3::types::PyBytes;
 
 use crate::model::{Packed, PackedMessage};
 
-// A row member's commit ts, offset and index (`row_member` in streams/staging.py) before the row.
+/// The member and argument layout written here (`LAYOUT_VERSION` in streams/staging/layout.py):
+/// Python declines this module's framing unless the two are equal. Bump both on any change.
+pub const LAYOUT_VERSION: u32 = 1;
+
+// A row member's commit ts, offset and index (`row_member` in streams/staging/layout.py) before
+// the row.
 const MEMBER_HEADER: usize = 16 + 16 + 4;
 
 /// Each (offset, message) framed: how many script arguments it adds, their encoding, and its

@@ -58,7 +58,7 @@ def pipeline(downstream_settings: Settings, unique: str, redis_client: Any) -> A
     staging.set_partition_count("topic", 1)
     applier = Applier(configured)
     yield configured, staging, applier
-    for key in redis_client.scan_iter(f"{staging.prefix}*"):
+    for key in redis_client.scan_iter(staging.keys.pattern):
         redis_client.delete(key)
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
@@ -353,8 +353,8 @@ def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
 
 def test_a_standby_takes_over_and_fences_the_old_leader(pipeline: Any, redis_client: Any) -> None:
     _settings, staging, applier = pipeline
-    first = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
-    second = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    first = LeaderLock(redis_client, staging.keys, lease_ms=300)
+    second = LeaderLock(redis_client, staging.keys, lease_ms=300)
     assert first.acquire()
     assert not second.acquire()
     applier.apply([], TS + 1, first.epoch, {})
@@ -372,8 +372,8 @@ def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -
     import time
 
     _, staging, _ = pipeline
-    lock = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
-    other = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    lock = LeaderLock(redis_client, staging.keys, lease_ms=300)
+    other = LeaderLock(redis_client, staging.keys, lease_ms=300)
     assert lock.acquire()
     lost = lock.keep_alive()
     time.sleep(1.0)  # more than three leases without the loop renewing

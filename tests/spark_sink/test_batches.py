@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_sink.batches import PlannedBatch, planned_batches
 from streams.model import DDLEvent, Op, RowChange, column_type
-from streams.staging import Barrier
+from streams.staging import Barrier, ReleaseSource
 
 TS = 449_000_000_000_000_000
 COLUMNS = {"id": column_type(3, 11)}  # the primary key: each row its own final action
@@ -63,3 +64,51 @@ def test_batches_keep_order_ddl_places_and_whole_transactions(
         assert all(ts_of[i] > last for i in _ids(after))
         assert len(ids) >= batch_rows
         assert len([i for i in ids if ts_of[i] != last]) < batch_rows
+
+
+class MemoryReleases:
+    """An in-memory :class:`~streams.staging.ReleaseSource`: staged changes, released as Redis
+    releases them (``after < commit_ts <= upto``, in commit-ts order)."""
+
+    def __init__(self, items: list[RowChange | Barrier], resolved: int) -> None:
+        self.items = items
+        self.resolved = resolved
+
+    def global_resolved_ts(self) -> int | None:
+        return self.resolved
+
+    def has_ddl_at(self, ts: int) -> bool:
+        return any(isinstance(i, Barrier) and i.ddl.commit_ts == ts for i in self.items)
+
+    def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
+        for item in self.items:
+            ts = item.ddl.commit_ts if isinstance(item, Barrier) else item.commit_ts
+            if after < ts <= upto:
+                yield item
+
+
+@given(items=released(), cut=st.integers(0, 200), batch_rows=st.integers(1, 8))
+def test_batches_planned_from_a_release_source_stay_within_its_resolved_ts(
+    items: list[RowChange | Barrier], cut: int, batch_rows: int
+) -> None:
+    # The sink plans from (checkpoint, global resolved ts]: nothing at or before the checkpoint,
+    # nothing past the resolved ts, even with more staged beyond it.
+    source: ReleaseSource = MemoryReleases(items, TS + 100)
+    after = TS + cut // 2
+    resolved = source.global_resolved_ts()
+    assert resolved is not None
+    steps = list(planned_batches(source.release(after, resolved), batch_rows, resolved))
+    planned = [s.commit_ts if isinstance(s, DDLEvent) else s.upto for s in steps]
+    assert all(after < ts <= resolved for ts in planned)
+    ddls = [s for s in steps if isinstance(s, DDLEvent)]
+    assert all(source.has_ddl_at(ddl.commit_ts) for ddl in ddls)
+    expected = [i for i in items if after < (i.ddl if isinstance(i, Barrier) else i).commit_ts]
+    expected = [
+        i for i in expected if (i.ddl if isinstance(i, Barrier) else i).commit_ts <= resolved
+    ]
+    assert sum(s.changes for s in steps if isinstance(s, PlannedBatch)) == sum(
+        isinstance(i, RowChange) for i in expected
+    )
+    assert [d.commit_ts for d in ddls] == [
+        i.ddl.commit_ts for i in expected if isinstance(i, Barrier)
+    ]

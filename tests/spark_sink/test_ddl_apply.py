@@ -57,7 +57,7 @@ def pipeline(settings: Settings, unique: str, redis_client: Any) -> Iterator[Any
     staging = Staging(redis_client, unique)
     staging.set_partition_count("topic", 1)
     yield configured, staging, Upstream(staging)
-    for key in redis_client.scan_iter(f"{staging.prefix}*"):
+    for key in redis_client.scan_iter(staging.keys.pattern):
         redis_client.delete(key)
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
         for database in (f"{unique}_meta", f"{unique}_up", f"{unique}_replica"):

@@ -35,7 +35,7 @@ def test_an_idle_sink_whose_connection_was_cut_goes_on(
     pipeline: Settings, staging: Staging, redis_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     sink = Sink(pipeline, staging, Applier(pipeline))
-    lock = LeaderLock(redis_client, staging.key("sink-leader"))
+    lock = LeaderLock(redis_client, staging.keys)
     assert lock.acquire()
     redis_outage = Outage("Redis", SINK_LOG)
     assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
@@ -53,7 +53,7 @@ def test_a_sink_whose_lease_another_sink_took_stops(
     pipeline: Settings, staging: Staging, redis_client: Any
 ) -> None:
     sink = Sink(pipeline, staging, Applier(pipeline))
-    lock = LeaderLock(redis_client, staging.key("sink-leader"))
+    lock = LeaderLock(redis_client, staging.keys)
     assert lock.acquire()
     assert lead(sink, lock, lambda: True, Outage("Redis", SINK_LOG), once=False) == 1
 

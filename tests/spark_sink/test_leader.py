@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def test_a_lapsed_lease_nobody_took_is_taken_again_with_a_new_epoch(
     staging: Staging, redis_client: Any
 ) -> None:
-    lock = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    lock = LeaderLock(redis_client, staging.keys, lease_ms=300)
     assert lock.acquire()
     first = lock.epoch
     lost = lock.keep_alive()
@@ -30,8 +30,8 @@ def test_a_lapsed_lease_nobody_took_is_taken_again_with_a_new_epoch(
 
 
 def test_a_lease_another_sink_took_is_lost(staging: Staging, redis_client: Any) -> None:
-    lock = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
-    other = LeaderLock(redis_client, staging.key("sink-leader"), lease_ms=300)
+    lock = LeaderLock(redis_client, staging.keys, lease_ms=300)
+    other = LeaderLock(redis_client, staging.keys, lease_ms=300)
     assert lock.acquire()
     redis_client.delete(lock.key)
     assert other.acquire()

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from config.errors import LargeMessageError
 from streams.claim_check import ClaimCheckReader
@@ -85,7 +86,13 @@ async def topic(kafka_admin: Any, unique: str) -> Any:
 @pytest.mark.integration
 @pytest.mark.parametrize("protocol", ["open", "simple", "simple-avro", "canal-json"])
 async def test_the_worker_stages_a_claim_checked_row_in_its_place(
-    settings: Any, topic: str, staging: Staging, unique: str, tmp_path: Path, protocol: str
+    redis_client: redis.Redis,
+    settings: Any,
+    topic: str,
+    staging: Staging,
+    unique: str,
+    tmp_path: Path,
+    protocol: str,
 ) -> None:
     codec = codec_for(protocol)
     rows = [_row(ident=i) for i in (1, 2, 3)]
@@ -102,12 +109,17 @@ async def test_the_worker_stages_a_claim_checked_row_in_its_place(
     run_worker_until_resolved(settings, staging, topic, unique, TS, TICDC_SINK_PROTOCOL=protocol)
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]
     assert [(r.op, r.new) for r in released] == [(r.op, r.new) for r in rows]
-    assert staging.client.xlen(staging.key("deadletters")) == 0
+    assert redis_client.xlen(staging.keys.dead_letters) == 0
 
 
 @pytest.mark.integration
 async def test_the_worker_dead_letters_what_it_cannot_make_whole(
-    settings: Any, topic: str, staging: Staging, unique: str, tmp_path: Path
+    redis_client: redis.Redis,
+    settings: Any,
+    topic: str,
+    staging: Staging,
+    unique: str,
+    tmp_path: Path,
 ) -> None:
     codec = OpenProtocolCodec()
     rows = [_row(ident=i) for i in (1, 2, 3, 4)]
@@ -124,7 +136,7 @@ async def test_the_worker_dead_letters_what_it_cannot_make_whole(
     )
     released = [e for e in staging.release(0, TS) if isinstance(e, RowChange)]
     assert released == [rows[0], rows[3]]
-    letters = staging.client.xrange(staging.key("deadletters"))
+    letters = redis_client.xrange(staging.keys.dead_letters)
     assert [int(fields[b"offset"]) for _, fields in letters] == [1, 2]
     unreadable, key_only = (fields[b"error"].decode() for _, fields in letters)
     assert f"claim-check object file://{tmp_path}/never-written.json" in unreadable

@@ -9,7 +9,7 @@ from streams.codecs import codec_for
 from streams.model import Resolved
 from streams.staging import Staging, TopicPartition
 from streams.status import render, snapshot
-from streams.worker import MessageStager
+from streams.worker.stager import MessageStager
 
 # 2024-04-11T01:31:12.265Z and ten seconds later.
 TS = 1_712_799_072_265 << 18

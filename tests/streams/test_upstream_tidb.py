@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pymysql
 import pytest
+import redis
 
 from config.errors import LargeMessageError
 from config.settings import Settings
@@ -249,6 +250,7 @@ def test_the_open_protocol_message_decodes_to_the_whole_row(
 
 
 async def test_the_worker_stages_a_handle_key_only_row_read_upstream(
+    redis_client: redis.Redis,
     settings: Settings,
     topic: str,  # noqa: F811
     staging: Staging,
@@ -272,7 +274,7 @@ async def test_the_worker_stages_a_handle_key_only_row_read_upstream(
         update.commit_ts,
         TICDC_SINK_UPSTREAM=f"mysql://root@{TiDBService.endpoint}/",
     )
-    assert staging.client.xlen(staging.key("deadletters")) == 0
+    assert redis_client.xlen(staging.keys.dead_letters) == 0
     released = [e for e in staging.release(0, update.commit_ts) if isinstance(e, RowChange)]
     assert len(released) == 2
     for got, expected in zip(released, (insert, update), strict=True):

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from streams.staging import Keys
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
 
@@ -28,7 +29,7 @@ def pipeline(
     if call_failed():
         print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
     forget_logs(unique)
-    for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+    for key in redis_client.scan_iter(Keys(unique).pattern):
         redis_client.delete(key)
     with mariadb_connect() as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")

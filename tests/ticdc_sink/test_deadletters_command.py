@@ -10,14 +10,14 @@ from typing import Any
 
 import orjson
 import pytest
+import redis
 
 from config.settings import OnError
 from spark_sink.downstream import CheckpointTable
 from streams.codecs import codec_for
-from streams.dead_letters import DeadLetters
 from streams.model import Op, RowChange, column_type
 from streams.staging import Staging, TopicPartition
-from streams.worker import MessageStager
+from streams.worker.stager import MessageStager
 from ticdc_sink.cli import main
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ def _dead_letter(staging: Staging, tmp_path: Path) -> str:
     stager.stage_batch([(TP, 5, good.key, good.value[:-3])])
     (tmp_path / "key").write_bytes(good.key)
     (tmp_path / "value").write_bytes(good.value)
-    (letter,) = DeadLetters(staging).entries()
+    (letter,) = staging.dead_letters.entries()
     return letter.id
 
 
@@ -91,20 +91,24 @@ def test_replay_of_a_fixed_message_stages_its_rows_and_drops_the_dead_letter(
     fixed = ["--key", str(tmp_path / "key"), "--value", str(tmp_path / "value")]
     assert main(["deadletters", "replay", entry, *fixed]) == 0
     assert "staged 2 rows of orders:1 offset 5" in capsys.readouterr().out
-    assert DeadLetters(pipeline).count() == 0
+    assert pipeline.dead_letters.count() == 0
     released = [e for e in pipeline.release(0, TS + 10) if isinstance(e, RowChange)]
     assert released == _rows()
 
 
 def test_replay_is_refused_while_a_sink_runs_or_once_the_downstream_is_past_it(
-    pipeline: Staging, tmp_path: Path, capsys: pytest.CaptureFixture[str], mariadb_connect: Any
+    redis_client: redis.Redis,
+    pipeline: Staging,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    mariadb_connect: Any,
 ) -> None:
     entry = _dead_letter(pipeline, tmp_path)
     fixed = ["--key", str(tmp_path / "key"), "--value", str(tmp_path / "value")]
-    pipeline.client.set(pipeline.key("sink-leader"), "someone")
+    redis_client.set(pipeline.keys.leader, "someone")
     assert main(["deadletters", "replay", entry, *fixed]) == 1
     assert "stop it before a replay" in capsys.readouterr().err
-    pipeline.client.delete(pipeline.key("sink-leader"))
+    redis_client.delete(pipeline.keys.leader)
     with mariadb_connect() as conn, conn.cursor() as cursor:
         table = CheckpointTable(f"{pipeline.pipeline}_meta", pipeline.pipeline)
         table.create(cursor)
@@ -112,7 +116,7 @@ def test_replay_is_refused_while_a_sink_runs_or_once_the_downstream_is_past_it(
     assert main(["deadletters", "replay", entry, *fixed]) == 1
     err = capsys.readouterr().err
     assert "past the message's commit ts" in err and "2024-" in err
-    assert DeadLetters(pipeline).count() == 1
+    assert pipeline.dead_letters.count() == 1
     assert not any(isinstance(e, RowChange) for e in pipeline.release(0, TS + 10))
 
 
@@ -124,6 +128,6 @@ def test_purge_asks_unless_told_yes(
     monkeypatch.setattr("sys.stdin.isatty", lambda: False, raising=False)
     assert main(["deadletters", "purge"]) == 2
     assert "pass --yes" in capsys.readouterr().err
-    assert DeadLetters(pipeline).count() == 1
+    assert pipeline.dead_letters.count() == 1
     assert main(["deadletters", "purge", "--yes"]) == 0
-    assert DeadLetters(pipeline).count() == 0
+    assert pipeline.dead_letters.count() == 0

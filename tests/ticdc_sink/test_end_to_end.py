@@ -24,7 +24,7 @@ from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
-from streams.staging import Staging
+from streams.staging import Keys, Staging
 from tests.ticdc_sink.pipelines import (
     PROCESS_LOGS,
     assert_replicated,
@@ -228,7 +228,7 @@ def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
         wait_for(lambda: _messages_staged(staging) == sent + more, "the second workload staged")
         time.sleep(3)  # Faust commits staged offsets every second
         # ... then Redis loses everything: those changes now exist only in Kafka.
-        for key in redis_client.scan_iter(f"tcs:{{{unique}}}:*"):
+        for key in redis_client.scan_iter(Keys(unique).pattern):
             redis_client.delete(key)
         refused = _run("apply", "--once", env=env)
         assert refused.returncode == 1, refused.stderr

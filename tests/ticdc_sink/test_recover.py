@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from streams.staging import Keys
+
 pytestmark = pytest.mark.integration
 
 
@@ -37,14 +39,14 @@ async def _committed(kafka_admin: Any, group: str) -> dict[Any, Any]:
 async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
     topic: str, unique: str, redis_client: Any, kafka_admin: Any
 ) -> None:
-    redis_client.set(f"tcs:{{{unique}}}:watermarks", "partial")
-    redis_client.xadd(f"tcs:{{{unique}}}:deadletters", {"topic": topic})
+    redis_client.set(Keys(unique).watermarks, "partial")
+    redis_client.xadd(Keys(unique).dead_letters, {"topic": topic})
     dry = _recover(unique, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"{topic}:0: replay from offset 0" in dry.stdout
     assert "staging keys to clear: 1 (the dead letters are kept)" in dry.stdout
     assert dry.stdout.rstrip().endswith("dry run: nothing changed")
-    assert redis_client.exists(f"tcs:{{{unique}}}:watermarks")
+    assert redis_client.exists(Keys(unique).watermarks)
     assert await _committed(kafka_admin, unique) == {}
 
     refused = _recover(unique)
@@ -53,11 +55,11 @@ async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
         f"ticdc-sink recover: recover rewinds and clears pipeline {unique!r}: pass --yes to "
         "confirm (stdin is not a terminal), or --dry-run to only look"
     ]
-    assert redis_client.exists(f"tcs:{{{unique}}}:watermarks")
+    assert redis_client.exists(Keys(unique).watermarks)
 
     done = _recover(unique, "--yes")
     assert done.returncode == 0, done.stderr
-    assert not redis_client.exists(f"tcs:{{{unique}}}:watermarks")
-    assert redis_client.xlen(f"tcs:{{{unique}}}:deadletters") == 1
+    assert not redis_client.exists(Keys(unique).watermarks)
+    assert redis_client.xlen(Keys(unique).dead_letters) == 1
     committed = await _committed(kafka_admin, unique)
     assert {tp.partition: meta.offset for tp, meta in committed.items()} == {0: 0, 1: 0}

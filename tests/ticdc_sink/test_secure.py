@@ -28,6 +28,7 @@ from config.settings import SaslMechanism, Settings, load_settings
 from spark_sink.downstream import connect as downstream_connect
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
+from streams.staging import Keys
 from tests.conftest import missing
 from ticdc_sink.cli import EXIT_BAD_INPUT
 from ticdc_sink.services.base import state_dir
@@ -108,7 +109,7 @@ def secure_pipeline(
     }
     yield env
     client = redis_client(secure_settings)
-    for key in client.scan_iter(f"tcs:{{{unique}}}:*"):
+    for key in client.scan_iter(Keys(unique).pattern):
         client.delete(key)
     client.close()
     with downstream_connect(secure_settings, autocommit=True) as conn, conn.cursor() as cursor:

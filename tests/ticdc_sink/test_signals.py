@@ -16,6 +16,7 @@ import pytest
 from config.settings import Settings
 from streams.codecs import codec_for
 from streams.model import Resolved
+from streams.staging import Keys
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, pipeline_env, spawn
 from ticdc_sink.produce import send
 
@@ -87,10 +88,10 @@ def test_a_sink_releases_its_lease_on_a_signal_and_logs_json(
     except BaseException:
         sink.kill()
         raise
-    assert redis_client.exists(f"tcs:{{{unique}}}:sink-leader")
+    assert redis_client.exists(Keys(unique).leader)
     text = _stopped_cleanly(sink, log, signum)
     # Released at once: a standby takes over now, not after the lease's term.
-    assert not redis_client.exists(f"tcs:{{{unique}}}:sink-leader")
+    assert not redis_client.exists(Keys(unique).leader)
     ours = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert {"time", "level", "pipeline", "logger", "message"} <= set(ours[0])
     assert all(r["pipeline"] == unique and r["time"].endswith("Z") for r in ours)

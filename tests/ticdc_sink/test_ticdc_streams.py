@@ -21,6 +21,7 @@ import pytest
 from config.settings import Settings
 from spark_sink.downstream import applied_resolved_ts, connect
 from streams.codecs import KafkaMessage
+from streams.staging import Keys
 from tests.ticdc_sink.pipelines import pipeline_env, pipeline_running, spawn, stop
 from ticdc_sink.produce import send
 from ticdc_sink.truth import TableRows, differences, read_tables, run_workload
@@ -140,7 +141,7 @@ def test_ticdc_stream_replicates_row_exact(
 
 def _dead_letters(redis_client: Any, group: str) -> list[dict[str, str]]:
     """The rows the sink dead-lettered (the worker's undecodable messages have no ``table``)."""
-    entries = redis_client.xrange(f"tcs:{{{group}}}:deadletters")
+    entries = redis_client.xrange(Keys(group).dead_letters)
     return [
         {k.decode(): v.decode() for k, v in fields.items()}
         for _, fields in entries
@@ -150,7 +151,7 @@ def _dead_letters(redis_client: Any, group: str) -> list[dict[str, str]]:
 
 def _undecoded(redis_client: Any, group: str) -> list[str]:
     """The worker's dead letters (messages that did not decode): their errors."""
-    entries = redis_client.xrange(f"tcs:{{{group}}}:deadletters")
+    entries = redis_client.xrange(Keys(group).dead_letters)
     return [
         f"partition {fields[b'partition'].decode()} offset {fields[b'offset'].decode()}: "
         + fields[b"error"].decode()

@@ -11,7 +11,7 @@ from typing import Any
 import redis
 
 from streams.resp import CommandBatch
-from streams.staging import Staging, TopicPartition
+from streams.staging.keys import TopicPartition
 from streams.tso import utc_millis_time
 
 
@@ -46,11 +46,11 @@ class DeadLetter:
 
 
 class DeadLetters:
-    """The stream ``tcs:{<pipeline>}:deadletters``."""
+    """A pipeline's dead-letter stream (``Keys.dead_letters``)."""
 
-    def __init__(self, staging: Staging) -> None:
-        self.client: redis.Redis = staging.client
-        self.key = staging.key("deadletters")
+    def __init__(self, client: redis.Redis, key: str) -> None:
+        self.client = client
+        self.key = key
 
     def add(
         self,

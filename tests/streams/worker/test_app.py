@@ -11,11 +11,12 @@ import time
 from typing import Any
 
 import pytest
+import redis
 
 from streams.codecs import codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
-from streams.worker import STAGE_BATCH
+from streams.worker.app import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
 from ticdc_sink.produce import send
 from ticdc_sink.workload import make_rows
@@ -73,7 +74,12 @@ async def topic(kafka_admin: Any, unique: str) -> Any:
 
 @pytest.mark.parametrize("loop_name", ["uvloop", "asyncio"])
 async def test_worker_stages_every_partition_in_order(
-    settings: Any, topic: str, staging: Staging, unique: str, loop_name: str
+    redis_client: redis.Redis,
+    settings: Any,
+    topic: str,
+    staging: Staging,
+    unique: str,
+    loop_name: str,
 ) -> None:
     rows = make_rows(2_000, seed=11)
     await _produce(settings, topic, _messages(rows, "open", bad=True))
@@ -87,11 +93,11 @@ async def test_worker_stages_every_partition_in_order(
     assert released == rows
     # The partition count came from Kafka's metadata, and bad messages were quarantined.
     assert len(staging.partitions()) == PARTITIONS
-    assert staging.client.xlen(staging.key("deadletters")) == PARTITIONS
+    assert redis_client.xlen(staging.keys.dead_letters) == PARTITIONS
 
 
 async def test_halt_stops_the_worker_at_the_first_bad_message(
-    settings: Any, topic: str, staging: Staging, unique: str
+    redis_client: redis.Redis, settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
     rows = make_rows(1_000, seed=17)
     # Each partition: a DDL, 64 rows, then garbage, then the rest and a resolved event.
@@ -106,7 +112,7 @@ async def test_halt_stops_the_worker_at_the_first_bad_message(
             pytest.fail("the worker went on past a bad message under halt")
     # It had started (it records the partition counts first) and stopped at the garbage.
     assert len(staging.partitions()) == PARTITIONS
-    assert staging.client.xlen(staging.key("deadletters")) == 0
+    assert redis_client.xlen(staging.keys.dead_letters) == 0
     # Nothing past a bad message was staged: no partition reached its final resolved event.
     assert staging.global_resolved_ts() is None
     assert staging.staged_totals()[0] <= 64 * PARTITIONS
@@ -205,7 +211,7 @@ def test_a_debezium_worker_without_resolve_when_idle_warns_once_at_start(
     settings: Any, staging: Staging, idle: float, caplog: pytest.LogCaptureFixture
 ) -> None:
     from config.settings import Protocol
-    from streams.worker import build_app
+    from streams.worker.app import build_app
 
     debezium = settings.model_copy(
         update={"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}

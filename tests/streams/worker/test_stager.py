@@ -1,13 +1,13 @@
-"""MessageStager over the real Redis: dead letters, halting, Simple DML before its schema."""
+"""The stager: its contract on an in-memory store (replays, what a batch changes, a failed round
+trip), and over the real Redis (dead letters, halting, Simple DML before its schema)."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import orjson
 import pytest
+import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,11 +15,9 @@ from config.errors import DecodeError
 from config.settings import OnError
 from streams.codecs import codec_for
 from streams.model import Op, Resolved, RowChange, column_type
-from streams.schema_store import RedisSchemaStore
 from streams.staging import Staging, TopicPartition
-from streams.worker import DECODE_PART_MIN, Acknowledge, MessageStager, StagingLine, _split
-
-pytestmark = pytest.mark.integration
+from streams.worker.stager import MessageStager
+from tests.streams.worker.memory_store import MemoryStore
 
 TP = TopicPartition("topic", 0)
 TS = 449_000_000_000_000_100
@@ -38,9 +36,10 @@ def _simple_messages() -> list[Any]:
     return [bootstrap, dml, watermark, row]
 
 
+@pytest.mark.integration
 def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) -> None:
     bootstrap, dml, watermark, row = _simple_messages()
-    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
+    schemas = staging.schema_store()
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
     stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
     # Held, not dropped, and the partition's progress stops just short of it.
@@ -52,15 +51,18 @@ def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) ->
     assert staging.global_resolved_ts() == TS + 10
     assert list(staging.release(0, TS + 10)) == [row]
     # A second worker's codec finds the schema in Redis.
-    other = codec_for("simple", RedisSchemaStore(staging.client, staging.key("schemas")))
+    other = codec_for("simple", staging.schema_store())
     assert other.decode(None, dml.value) == [row]
 
 
-def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(staging: Staging) -> None:
+@pytest.mark.integration
+def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(
+    redis_client: redis.Redis, staging: Staging
+) -> None:
     good = codec_for("open").encode([Resolved(TS)])[0]
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
     stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk"), (TP, 1, good.key, good.value)])
-    letters = staging.client.xrange(staging.key("deadletters"))
+    letters = redis_client.xrange(staging.keys.dead_letters)
     assert len(letters) == 1
     fields = letters[0][1]
     assert fields[b"offset"] == b"0" and fields[b"value"] == b"junk"
@@ -68,9 +70,10 @@ def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(staging: Stagi
     assert staging.global_resolved_ts() == TS
     # Re-delivery of the bad message does not dead-letter it twice.
     stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
-    assert staging.client.xlen(staging.key("deadletters")) == 1
+    assert redis_client.xlen(staging.keys.dead_letters) == 1
 
 
+@pytest.mark.integration
 def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
     stager = MessageStager(staging, codec_for("open"), OnError.HALT)
     with pytest.raises(DecodeError):
@@ -78,6 +81,7 @@ def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
     assert staging.staged_offset(TP) is None
 
 
+@pytest.mark.integration
 def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> None:
     from prometheus_client import REGISTRY
 
@@ -101,7 +105,9 @@ def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> Non
     assert watermark == (TS + 10 >> 18) / 1000
 
 
+@pytest.mark.integration
 def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
+    redis_client: redis.Redis,
     staging: Staging,
 ) -> None:
     row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
@@ -110,7 +116,7 @@ def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
     del plain["_tidb"]
     stager = MessageStager(staging, codec_for("canal-json"), OnError.DEADLETTER)
     stager.stage_batch([(TP, 0, None, orjson.dumps(plain)), (TP, 1, None, with_extension.value)])
-    (letter,) = staging.client.xrange(staging.key("deadletters"))
+    (letter,) = redis_client.xrange(staging.keys.dead_letters)
     assert b"enable-tidb-extension=true" in letter[1][b"error"]
     assert letter[1][b"offset"] == b"0"
     assert list(staging.release(0, TS)) == [row]
@@ -119,7 +125,10 @@ def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
         halting.stage_batch([(TP, 2, None, orjson.dumps(plain))])
 
 
-def test_a_partition_that_went_elsewhere_and_back_is_checked_again(staging: Staging) -> None:
+@pytest.mark.integration
+def test_a_partition_that_went_elsewhere_and_back_is_checked_again(
+    redis_client: redis.Redis, staging: Staging
+) -> None:
     messages = [codec_for("open").encode([Resolved(TS + i)])[0] for i in range(6)]
     records = [(TP, i, m.key, m.value) for i, m in enumerate(messages)]
     bad = (TP, 4, b"\x00" * 8, b"junk")
@@ -132,103 +141,11 @@ def test_a_partition_that_went_elsewhere_and_back_is_checked_again(staging: Stag
     # ... then the first gets it back, resuming from an offset the other never committed.
     first.forget_offsets()
     first.stage_batch([records[3], bad, records[5]])
-    assert len(staging.client.xrange(staging.key("deadletters"))) == 1
+    assert len(redis_client.xrange(staging.keys.dead_letters)) == 1
     assert staging.staged_offset(TP) == 5
 
 
-class _App:
-    """What the staging line asks of the Faust app."""
-
-    should_stop = False
-
-    def __init__(self) -> None:
-        self.crashed: BaseException | None = None
-
-    async def crash(self, error: BaseException) -> None:
-        self.crashed = error
-
-
-def _acknowledger(staging: Staging, acked: list[int], last_offset: int) -> Acknowledge:
-    async def acknowledge() -> None:
-        # Never before the batch is staged: Faust commits what is acknowledged.
-        assert staging.staged_offset(TP) == last_offset
-        acked.append(last_offset)
-
-    return acknowledge
-
-
-async def _until(condition: Callable[[], bool]) -> None:
-    async with asyncio.timeout(10):
-        while not condition():
-            await asyncio.sleep(0.01)
-
-
-async def test_the_line_stages_what_the_sync_batch_does(staging: Staging) -> None:
-    # The worker's path: decoded in a thread, sent from another, acknowledged once staged.
-    bootstrap, dml, watermark, row = _simple_messages()
-    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
-    stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
-    line = StagingLine(_App(), stager)
-    acked: list[int] = []
-    batches = [
-        [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)],
-        [(TP, 2, None, bootstrap.value), (TP, 3, b"x", b"junk")],
-    ]
-    for batch in batches:
-        await line.submit(batch, _acknowledger(staging, acked, batch[-1][1]))
-    await _until(lambda: len(acked) == 2)
-    await line.close()
-    assert acked == [1, 3]
-    assert staging.held() == []
-    assert list(staging.release(0, TS + 10)) == [row]
-    assert staging.client.xlen(staging.key("deadletters")) == 1
-
-
-@pytest.mark.parametrize(("batch_size", "threads"), [(3, 1), (160, 3)])
-async def test_the_line_keeps_each_partition_in_order_across_many_batches(
-    staging: Staging, batch_size: int, threads: int
-) -> None:
-    rows = [
-        RowChange(TS + i, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": i}, None)
-        for i in range(1, 4000)
-    ]
-    codec = codec_for("open")
-    messages = codec.encode(rows) + codec.encode([Resolved(TS + 10_000)])
-    records = [(TP, offset, m.key, m.value) for offset, m in enumerate(messages)]
-    line = StagingLine(
-        _App(), MessageStager(staging, codec, OnError.DEADLETTER), decode_threads=threads
-    )
-    acked: list[int] = []
-    for start in range(0, len(records), batch_size):
-        batch = records[start : start + batch_size]
-        await line.submit(batch, _acknowledger(staging, acked, batch[-1][1]))
-    await _until(lambda: bool(acked) and acked[-1] == len(records) - 1)
-    await line.close()
-    assert acked == sorted(acked)
-    assert list(staging.release(0, TS + 10_000)) == rows
-
-
-@given(count=st.integers(0, 600), parts=st.integers(1, 8))
-def test_a_batch_splits_into_runs_that_keep_its_order(count: int, parts: int) -> None:
-    records = [(TP, offset, None, b"") for offset in range(count)]
-    runs = _split(records, parts)
-    assert [r for run in runs for r in run] == records
-    assert len(runs) <= parts
-    assert len(runs) == 1 or min(map(len, runs)) >= DECODE_PART_MIN
-
-
-async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:
-    app = _App()
-    line = StagingLine(app, MessageStager(staging, codec_for("open"), OnError.HALT))
-    acked: list[int] = []
-    await line.submit([(TP, 0, b"\x00" * 8, b"junk")], _acknowledger(staging, acked, 0))
-    await _until(lambda: app.crashed is not None)
-    await line.close()
-    assert isinstance(app.crashed, DecodeError)
-    assert acked == []
-    assert staging.staged_offset(TP) is None
-
-
+@pytest.mark.integration
 def test_a_change_below_a_quiet_partitions_watermark_is_logged(
     staging: Staging, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -246,3 +163,101 @@ def test_a_change_below_a_quiet_partitions_watermark_is_logged(
     assert f"a change at commit ts {TS} arrived after the partition was resolved up to" in warning
     # It is still staged: the sink applies it if it has not passed it yet.
     assert staging.staged_totals()[0] == 2
+
+
+# --- the contract, on an in-memory store ---------------------------------------------------------
+
+P1 = TopicPartition("topic", 1)
+
+
+def _row(ts: int, ident: int) -> RowChange:
+    return RowChange(ts, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": ident}, None)
+
+
+def test_a_batch_says_what_it_stages_per_partition() -> None:
+    codec = codec_for("open")
+    messages = codec.encode([_row(TS + i, i) for i in range(1, 4)])
+    (mark,) = codec.encode([Resolved(TS + 10)])
+    records = [(TP, i, m.key, m.value) for i, m in enumerate(messages)]
+    records += [(TP, len(messages), mark.key, mark.value), (P1, 7, mark.key, mark.value)]
+    store = MemoryStore()
+    stager = MessageStager(store, codec, OnError.DEADLETTER)
+    batch = stager.stage_batch(records)
+    mine, other = batch.changes[TP], batch.changes[P1]
+    assert (mine.rows, mine.marks, mine.last_offset) == (3, [TS + 10], len(messages))
+    assert (other.rows, other.marks, other.last_offset) == (0, [TS + 10], 7)
+    assert store.offsets == {TP: len(messages), P1: 7}
+    assert stager.rows_staged == 3
+    assert stager.messages_staged == len(records)
+
+
+@given(
+    deliveries=st.lists(
+        st.tuples(st.sampled_from([TP, P1]), st.integers(0, 3), st.integers(1, 6)), max_size=12
+    )
+)
+def test_every_offset_is_staged_once_in_order_whatever_kafka_redelivers(
+    deliveries: list[tuple[TopicPartition, int, int]],
+) -> None:
+    # Each delivery: a partition, how far back it rewinds from the next new offset, how many.
+    codec = codec_for("open")
+    store = MemoryStore()
+    stager = MessageStager(store, codec, OnError.DEADLETTER)
+    following = {TP: 0, P1: 0}
+    for tp, rewind, count in deliveries:
+        # Offsets that do not follow on from the last batch (a seek) are checked in the store.
+        start = max(0, following[tp] - rewind)
+        records = []
+        for offset in range(start, start + count):
+            (mark,) = codec.encode([Resolved(TS + offset)])
+            records.append((tp, offset, mark.key, mark.value))
+        stager.stage_batch(records)
+        following[tp] = max(following[tp], start + count)
+    for tp, end in following.items():
+        staged = [offset for offset, _, _ in store.staged.get(tp, [])]
+        assert staged == list(range(end))
+        assert [m for _, _, m in store.staged.get(tp, [])] == [TS + o for o in range(end)]
+
+
+def test_a_failed_round_trip_is_forgotten_and_the_next_batch_asks_the_store() -> None:
+    codec = codec_for("open")
+    marks = [codec.encode([Resolved(TS + i)])[0] for i in range(6)]
+    records = [(TP, i, m.key, m.value) for i, m in enumerate(marks)]
+    store = MemoryStore()
+    stager = MessageStager(store, codec, OnError.DEADLETTER)
+    stager.stage_batch(records[:2])
+    reads = store.offset_reads
+    # Offsets that follow on from the last batch need no look-up.
+    stager.stage_batch(records[2:4])
+    assert store.offset_reads == reads
+    store.failures = 1
+    with pytest.raises(ConnectionError):
+        stager.stage_batch(records[4:])
+    assert stager.messages_staged == 4
+    stager.stage_batch(records[4:])
+    assert store.offset_reads == reads + 1
+    assert [offset for offset, _, _ in store.staged[TP]] == list(range(6))
+
+
+def test_a_held_message_is_staged_once_its_schema_arrives() -> None:
+    bootstrap, dml, _, row = _simple_messages()
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("simple"), OnError.DEADLETTER)
+    first = stager.stage_batch([(TP, 0, None, dml.value)])
+    assert not first.schemas_changed
+    assert [(h.offset, h.commit_ts) for h in store.held_messages] == [(0, TS)]
+    second = stager.stage_batch([(TP, 1, None, bootstrap.value)])
+    assert second.schemas_changed
+    assert store.held_messages == []
+    assert store.late_rows == [row]
+
+
+def test_dead_letters_are_queued_with_their_batch_and_kept_to_the_cap() -> None:
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("open"), OnError.DEADLETTER, dead_letter_max=2)
+    batch = stager.stage_batch([(TP, offset, b"\x00" * 8, b"junk") for offset in range(3)])
+    assert batch.dead_letters == 3
+    assert [(tp, offset) for tp, offset, _ in store.dead] == [(TP, 1), (TP, 2)]
+    # Dead-lettered offsets count as staged: a replay does not dead-letter them again.
+    assert store.offsets == {TP: 2}
+    assert stager.dead_letters == 3

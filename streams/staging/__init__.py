@@ -1,0 +1,49 @@
+"""The Redis staging contract between the workers and the sink, in one package.
+
+- ``keys.py``: :class:`Keys`, the only place a key name is formed; :class:`TopicPartition`.
+- ``layout.py``: the member and script-argument layout (``LAYOUT_VERSION``, shared with
+  ``native/src/staging.rs``).
+- ``*.lua`` (loaded by ``scripts.py``): the stage, resolve-idle, hold and trim scripts.
+- ``framing.py``: a message's staging encoded as command arguments (Python or native).
+- ``writer.py``: the worker's writes; ``watermarks.py``: progress reads; ``reader.py``: the
+  sink's release and trim; ``dead_letters.py``: the dead-letter stream.
+- ``protocols.py``: what the stager and the sink's planning need, for in-memory fakes.
+- ``area.py``: :class:`Staging`, all of it over one client.
+
+docs/architecture.md ("The Redis contract") lists every key with its writers and readers.
+"""
+
+from streams.staging.area import Staging
+from streams.staging.dead_letters import DeadLetter, DeadLetters
+from streams.staging.framing import FramedMessage, StagedMessage, frame_message, frame_packed
+from streams.staging.keys import Keys, TopicPartition
+from streams.staging.layout import LAYOUT_VERSION, row_member, ts_hex
+from streams.staging.protocols import ReleaseSource, StagerStore, StagingRoundTrip
+from streams.staging.reader import Barrier, StagingReader
+from streams.staging.watermarks import PartitionProgress, WatermarkReader
+from streams.staging.writer import HeldMessage, StagingBatch, StagingWriter
+
+__all__ = [
+    "LAYOUT_VERSION",
+    "Barrier",
+    "DeadLetter",
+    "DeadLetters",
+    "FramedMessage",
+    "HeldMessage",
+    "Keys",
+    "PartitionProgress",
+    "ReleaseSource",
+    "StagedMessage",
+    "StagerStore",
+    "Staging",
+    "StagingBatch",
+    "StagingReader",
+    "StagingRoundTrip",
+    "StagingWriter",
+    "TopicPartition",
+    "WatermarkReader",
+    "frame_message",
+    "frame_packed",
+    "row_member",
+    "ts_hex",
+]

@@ -1,0 +1,156 @@
+"""The sink's side of staging: release in commit-ts order, replay offsets, lineage, trim."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import cast
+
+import redis
+
+from streams.model import ColumnFlag, DDLEvent, RowChange
+from streams.packed import row_reader
+from streams.staging import scripts
+from streams.staging.keys import Keys, TopicPartition
+from streams.staging.layout import (
+    ROW_PREFIX,
+    TS_DIGITS,
+    after,
+    as_bytes,
+    below,
+    ddl_id,
+    mark_offset,
+    ts_hex,
+    unpack_ddl_member,
+)
+from streams.staging.watermarks import WatermarkReader
+
+# Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition.
+RELEASE_PAGE = 5_000
+# Rows one trim script call deletes at most: bounds how long it holds Redis (~10 ms).
+TRIM_PAGE = 20_000
+
+_KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
+
+
+def _has_key(row: RowChange) -> bool:
+    """Whether ``row``'s table has a handle or primary key (else identical rows are distinct)."""
+    return any(kind.flags & _KEY_FLAGS for kind in row.columns.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """A DDL that must run after every change before it and before every change after it."""
+
+    ddl: DDLEvent
+
+
+class StagingReader:
+    """What the sink reads from one pipeline's staging area, and what it trims once applied."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, marks: WatermarkReader) -> None:
+        self._client = client
+        self.keys = keys
+        self._marks = marks
+        self._trim = client.register_script(scripts.TRIM)
+        self._unpack_row = row_reader()
+
+    def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
+        """Staged changes with ``after < commit_ts <= upto``, in commit-ts order across partitions.
+
+        DDL come out as barriers in their place (after every row with a smaller or equal commit
+        ts, before every row with a greater one). Copies of one row version of a table with a
+        key (TiCDC re-sends) collapse; a key-less table's identical rows at one commit ts stay
+        apart (they are distinct rows upstream), unless they are one staged change: the same
+        partition, offset and event index, as Kafka re-delivers it. Reads page by page, so memory
+        is bounded by the page size per partition.
+        """
+        if upto <= after:
+            return
+        streams = [self._scan(self.keys.rows(tp), after, upto) for tp in self._marks.partitions()]
+        ddls = self._scan(self.keys.ddl, after, upto)
+        merged = heapq.merge(*streams, key=lambda member: member[:TS_DIGITS])
+        pending_ddl = next(ddls, None)
+        seen: set[bytes] = set()
+        current_ts = b""
+        for member in merged:
+            ts = member[:TS_DIGITS]
+            while pending_ddl is not None and pending_ddl[:TS_DIGITS] < ts:
+                yield Barrier(unpack_ddl_member(pending_ddl))
+                pending_ddl = next(ddls, None)
+            if ts != current_ts:
+                current_ts = ts
+                seen.clear()
+            body = member[ROW_PREFIX:]
+            if body in seen:
+                continue
+            row: RowChange = self._unpack_row(int(ts, 16), body)
+            if _has_key(row):
+                seen.add(body)
+            yield row
+        while pending_ddl is not None:
+            yield Barrier(unpack_ddl_member(pending_ddl))
+            pending_ddl = next(ddls, None)
+
+    def has_ddl_at(self, ts: int) -> bool:
+        """Whether a DDL with commit ts ``ts`` is staged (not trimmed yet)."""
+        return next(self._scan(self.keys.ddl, ts - 1, ts), None) is not None
+
+    def _scan(self, key: str, after_ts: int, upto: int) -> Iterator[bytes]:
+        low = after(after_ts)
+        high = below(upto + 1)
+        start = 0
+        while True:
+            # Members are bytes: the client does not decode replies.
+            page = cast(
+                list[bytes], self._client.zrangebylex(key, low, high, start=start, num=RELEASE_PAGE)
+            )
+            yield from page
+            if len(page) < RELEASE_PAGE:
+                return
+            start += len(page)
+
+    def replay_offsets(self, checkpoint: int) -> dict[str, int]:
+        """Per partition, the Kafka offset a replay must start from to rebuild everything after
+        ``checkpoint``: the message that last moved its watermark to ``checkpoint`` or below
+        (0 when none did: the whole partition)."""
+        offsets = {}
+        for tp in self._marks.partitions():
+            found = self._last_resolved_upto(tp, checkpoint)
+            offsets[tp.field] = mark_offset(found) if found else 0
+        return offsets
+
+    def _last_resolved_upto(self, tp: TopicPartition, ts: int) -> bytes | None:
+        found = self._client.zrevrangebylex(self.keys.resolved(tp), below(ts + 1), b"-", 0, 1)
+        return as_bytes(found[0]) if found else None
+
+    def has_lineage(self) -> bool:
+        """Whether Redis still holds what the sink staged against: set once the sink knows Redis
+        holds everything after the checkpoint; missing with a checkpoint, Redis lost data."""
+        return bool(self._client.exists(self.keys.lineage))
+
+    def mark_lineage(self) -> None:
+        self._client.set(self.keys.lineage, 1)
+
+    def trim(self, checkpoint: int) -> int:
+        """Delete every staged change with commit_ts <= ``checkpoint``; returns rows removed."""
+        high = below(checkpoint + 1)
+        removed_rows = 0
+        for tp in self._marks.partitions():
+            # Keep the last watermark at or below the checkpoint: replays start there.
+            last = self._last_resolved_upto(tp, checkpoint)
+            if last is not None:
+                self._client.zremrangebylex(self.keys.resolved(tp), b"-", b"(" + last)
+            keys = [self.keys.rows(tp), self.keys.staged]
+            while True:
+                removed = int(self._trim(keys=keys, args=[high, TRIM_PAGE]))
+                removed_rows += removed
+                if removed < TRIM_PAGE:
+                    break
+        applied = self._client.zrangebylex(self.keys.ddl, b"-", high)
+        if applied:
+            self._client.hdel(self.keys.ddl_ids, *[ddl_id(as_bytes(m)) for m in applied])
+            self._client.zrem(self.keys.ddl, *applied)
+        self._client.set(self.keys.trimmed, ts_hex(checkpoint))
+        return removed_rows

@@ -1,0 +1,332 @@
+"""The Faust worker of one pipeline: the app, its agent and timers, and how it is run.
+
+The agent takes batches of messages off the pipeline's topics and hands them to the staging
+line (``streams/worker/line.py``), which stages them through the stager
+(``streams/worker/stager.py``) and acknowledges each batch once it is staged: Faust commits only
+acknowledged offsets, so a committed offset is always staged. Timers record partition counts,
+publish the global resolved ts, resolve quiet partitions, log progress and retry held messages;
+``/status/`` serves the status document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+from aiokafka.errors import KafkaError
+
+from config.errors import ConfigError
+from config.settings import DEFAULT_WEB_PORT, EventLoop, Protocol, Settings
+from streams.codecs import codec_for
+from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
+from streams.kafka_client import faust_broker, kafka_options
+from streams.large_messages import LargeMessages
+from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK, serve_metrics, tso_seconds
+from streams.outage import Outage
+from streams.progress import Progress
+from streams.redis_client import redis_client
+from streams.staging import Staging, TopicPartition
+from streams.startup import wait_for_kafka, wait_for_redis
+from streams.status import kafka_offsets, snapshot
+from streams.worker.line import REDIS_TRANSIENT, StagingLine, until_done
+from streams.worker.stager import MessageStager
+
+log = logging.getLogger("ticdc_sink.worker")
+
+# Heartbeats per session timeout (Kafka's advice: at most a third of it).
+HEARTBEATS_PER_SESSION = 10
+# Faust commits acknowledged (hence staged) offsets this often, or every N events.
+COMMIT_INTERVAL_S = 1.0
+COMMIT_EVERY = 5_000
+# Messages staged per Redis round trip (fewer, larger round trips leave Redis less idle), and
+# how long a partial batch may wait for more.
+STAGE_BATCH = 1000
+STAGE_WITHIN_S = 0.05
+# How often held messages (Simple DML before its schema) are retried without a new schema.
+HELD_RETRY_S = 5.0
+# How often the worker publishes the global resolved ts as a metric.
+METRICS_INTERVAL_S = 5.0
+# How long a paused worker waits before looking at the staged totals again.
+BACKPRESSURE_POLL_S = 0.5
+
+
+async def _record_partition_counts(settings: Settings, staging: Staging) -> None:
+    """The partition count of every topic, from the topic's own metadata."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
+    await admin.start()
+    try:
+        for description in await admin.describe_topics(list(settings.topics)):
+            if description["error_code"]:
+                raise ConfigError(f"TICDC_SINK_TOPICS: topic {description['topic']!r} not found")
+            staging.set_partition_count(description["topic"], len(description["partitions"]))
+    finally:
+        await admin.close()
+
+
+def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None = None) -> Any:
+    """The Faust app of one pipeline: an agent over ``TICDC_SINK_TOPICS`` that stages."""
+    import faust
+
+    from streams.transport import ChunkTransport
+
+    if not settings.topics:
+        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
+    app = faust.App(
+        settings.group,
+        **faust_broker(settings),
+        key_serializer="raw",
+        value_serializer="raw",
+        processing_guarantee="at_least_once",
+        broker_session_timeout=settings.session_timeout,
+        broker_heartbeat_interval=settings.session_timeout / HEARTBEATS_PER_SESSION,
+        broker_commit_interval=COMMIT_INTERVAL_S,
+        broker_commit_every=COMMIT_EVERY,
+        consumer_auto_offset_reset="earliest",
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        store="memory://",
+        # Faust wants a data folder even with in-memory tables; keep it out of the working dir.
+        datadir=str(Path(tempfile.gettempdir()) / f"ticdc-sink-faust-{settings.group}"),
+        web_enabled=settings.web_port != 0,
+        web_port=settings.web_port or DEFAULT_WEB_PORT,
+        web_bind=settings.metrics_host,
+        web_host=settings.metrics_host,
+    )
+    app.transport = ChunkTransport(app.conf.broker_consumer, app)
+    if settings.protocol is Protocol.CANAL_JSON:
+        log.warning(
+            "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
+            "its commit ts go to the dead letters, and without its watermarks nothing is released"
+        )
+    if settings.protocol is Protocol.DEBEZIUM and not settings.resolve_when_idle:
+        log.warning(
+            "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "
+            "TICDC_SINK_RESOLVE_WHEN_IDLE (seconds) no partition's watermark moves and "
+            "nothing is released"
+        )
+    topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
+    staging = (staging_factory or (lambda: _staging(settings)))()
+    stager = MessageStager(
+        staging,
+        codec_for(settings.protocol, staging.schema_store()),
+        settings.on_error,
+        LargeMessages.from_settings(settings),
+        dead_letter_max=settings.dead_letter_max_entries,
+    )
+    progress = Progress()
+    # One per service for the whole worker: an outage is logged once, whoever meets it first.
+    redis_outage = Outage("Redis", log)
+    startup_outage = Outage("Redis or Kafka", log)
+
+    # mode's handler type (SignalHandlerT) matches no function mypy can check against it.
+    @app.on_partitions_revoked.connect  # type: ignore[arg-type]
+    async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:
+        # Another worker may stage these partitions before they come back here.
+        stager.forget_offsets()
+
+    @app.task
+    async def partition_counts() -> None:
+        # Until it is recorded the global resolved ts stays unknown: never give up on it.
+        await until_done(
+            app,
+            lambda: _record_partition_counts(settings, staging),
+            (redis.RedisError, KafkaError),
+            "recording partition counts",
+            startup_outage,
+        )
+
+    @app.timer(interval=METRICS_INTERVAL_S)
+    async def global_resolved() -> None:
+        with _skip_tick_without_redis(redis_outage, "publishing the global resolved ts"):
+            resolved = staging.global_resolved_ts()
+            if resolved is not None:
+                GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
+
+    if settings.resolve_when_idle:
+        quiet = QuietClock()
+
+        @app.timer(interval=idle_check_interval(settings.resolve_when_idle))
+        async def resolve_idle_partitions() -> None:
+            with _skip_tick_without_redis(redis_outage, "resolving quiet partitions"):
+                await _resolve_idle(app, staging, stager, quiet, settings.resolve_when_idle)
+
+    @app.timer(interval=settings.progress_interval)
+    async def report_progress() -> None:
+        with _skip_tick_without_redis(redis_outage, "reporting progress"):
+            resolved = staging.global_resolved_ts()
+            assigned = len(app.consumer.assignment())
+            line = progress.line(stager.rows_staged, stager.messages_staged, assigned, resolved)
+            log.info("%s", line)
+
+    @app.timer(interval=HELD_RETRY_S)
+    async def retry_held() -> None:
+        # Another worker may have learned the schema a held message waits for.
+        with _skip_tick_without_redis(redis_outage, "retrying held messages"):
+            if staging.held_count():
+                stager.retry_held()
+
+    @app.page("/status/")
+    async def status_page(web: Any, request: Any) -> Any:
+        committed, ends = await kafka_offsets(settings, staging.partitions())
+        return web.json(snapshot(staging, committed, ends, checkpoint_ts=None))
+
+    @app.agent(topic)
+    async def stage(stream: Any) -> None:
+        line = StagingLine(
+            app,
+            stager,
+            functools.partial(_wait_for_room, app, settings, staging),
+            decode_threads=settings.decode_threads,
+            redis_outage=redis_outage,
+        )
+        try:
+            # Unacknowledged until staged: the line acknowledges each batch once it is staged.
+            async for events in stream.noack_take(STAGE_BATCH, within=STAGE_WITHIN_S):
+                records = [
+                    (
+                        TopicPartition(e.message.topic, e.message.partition),
+                        e.message.offset,
+                        e.message.key,
+                        e.message.value,
+                    )
+                    for e in events
+                ]
+                await line.submit(records, functools.partial(_acknowledge, stream, events))
+        finally:
+            await line.close()
+
+    return app
+
+
+async def _resolve_idle(
+    app: Any, staging: Staging, stager: MessageStager, quiet: QuietClock, idle_s: float
+) -> None:
+    """Move the watermark of each assigned partition that is staged to its log-end offset and
+    quiet for ``idle_s`` seconds to the highest commit ts staged from it (see streams/idle.py)."""
+    assigned = sorted(app.consumer.assignment())
+    if not assigned:
+        return
+    try:
+        ends = await app.consumer.highwaters(*assigned)
+    except KafkaError as error:
+        log.debug("no log-end offsets this time: %s", error)
+        return
+    partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
+    progress = await asyncio.to_thread(staging.progress, partitions)
+    now = time.monotonic()
+    for kafka_tp, tp in zip(assigned, partitions, strict=True):
+        state = progress[tp]
+        highest = max(
+            (ts for ts in (state.highest_row_ts, stager.ddl_ts.get(tp)) if ts is not None),
+            default=None,
+        )
+        view = IdleView(
+            state.staged_offset,
+            ends.get(kafka_tp),
+            quiet.quiet_for(tp, state.staged_offset, now),
+            highest,
+            state.watermark,
+            state.holding,
+        )
+        mark = idle_watermark(view, idle_s)
+        if mark is None or state.staged_offset is None:
+            continue
+        if await asyncio.to_thread(staging.resolve_idle, tp, state.staged_offset, mark):
+            stager.idle_marks[tp] = mark
+            PARTITION_WATERMARK.labels(staging.pipeline, tp.topic, str(tp.partition)).set(
+                tso_seconds(mark)
+            )
+            log.info(
+                "%s quiet at its end (offset %d) for %.1f s: watermark moved to %d",
+                tp.field,
+                state.staged_offset,
+                view.quiet_s,
+                mark,
+            )
+
+
+@contextlib.contextmanager
+def _skip_tick_without_redis(outage: Outage, what: str) -> Iterator[None]:
+    """A timer's tick skipped while Redis is unreachable (the next tick tries again)."""
+    try:
+        yield
+    except REDIS_TRANSIENT as error:
+        outage.failed(error, what)
+    else:
+        outage.answered()
+
+
+async def _acknowledge(stream: Any, events: Sequence[Any]) -> None:
+    for event in events:
+        await stream.ack(event)
+
+
+async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None:
+    """Backpressure: hold the staging line (and so the agent and its partitions) while staging
+    is over its limits and the sink has something to apply.
+
+    Faust stops fetching for a stream whose buffer is full, so Kafka keeps what Redis cannot
+    take yet. When nothing staged is releasable (a partition's next watermark is still in
+    Kafka, behind what holding keeps there), holding would never end: the worker goes on until
+    the global resolved ts moves. A worker asked to stop stops waiting.
+    """
+    while not app.should_stop:
+        rows, size = staging.staged_totals()
+        if rows < settings.max_staged_rows and size < settings.max_staged_bytes:
+            return
+        if not staging.releasable():
+            return
+        await asyncio.sleep(BACKPRESSURE_POLL_S)
+
+
+def _staging(settings: Settings) -> Staging:
+    return Staging(redis_client(settings), settings.group)
+
+
+def run_worker(settings: Settings) -> int:
+    """Run a worker until it is stopped (SIGTERM/SIGINT)."""
+    _use_event_loop(settings.event_loop)
+    from faust.worker import Worker
+
+    wait_for_redis(settings)
+    wait_for_kafka(settings)
+    serve_metrics(settings)
+    app = build_app(settings)
+    _check_topics(settings)
+    # Logging is configured already (config/logs.py): Faust's records take the same form.
+    worker = Worker(app, quiet=True, override_logging=False)
+    # Faust's start-up spinner writes terminal escape codes into the log: none.
+    worker.spinner = None
+    worker.execute_from_commandline()
+    return 0
+
+
+def _check_topics(settings: Settings) -> None:
+    """A topic that does not exist stops the worker at start with one line (ConfigError), not a
+    crash inside Faust; while Kafka or Redis is unreachable, the worker's own task retries."""
+    with contextlib.suppress(KafkaError, redis.RedisError, OSError):
+        asyncio.run(_record_partition_counts(settings, _staging(settings)))
+
+
+def _use_event_loop(loop: EventLoop) -> None:
+    """Install the configured event loop before Faust makes one."""
+    if loop is EventLoop.UVLOOP:
+        import mode.loop
+
+        try:
+            mode.loop.use("uvloop")
+        except ImportError as missing:
+            raise ConfigError(
+                "TICDC_SINK_EVENT_LOOP=uvloop but uvloop is not installed: install "
+                "ticdc-sink[streams] or set TICDC_SINK_EVENT_LOOP=asyncio"
+            ) from missing

@@ -1,0 +1,299 @@
+"""The stager: Kafka records in, one round trip of staging commands out.
+
+Two steps, then the round trip. :meth:`MessageStager.decode` is the fast path, decoding,
+packing and framing messages natively (in a thread, without the GIL); :meth:`prepare` drops
+replays, decodes in Python what the fast path left, and queues the batch's staging, holds and
+dead letters as one round trip; :meth:`send` runs it and does what follows: held messages
+retried, dead letters trimmed, counters. A :class:`PreparedBatch` says what the batch changes
+per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from config.errors import DecodeError
+from config.settings import DEFAULT_DEAD_LETTER_MAX_ENTRIES, OnError
+from streams.codecs import Codec
+from streams.codecs.simple import MissingSchemaError
+from streams.large_messages import LargeMessages
+from streams.metrics import (
+    DEAD_LETTERS,
+    DEAD_LETTERS_TRIMMED,
+    EVENTS_DECODED,
+    PARTITION_WATERMARK,
+    ROWS_STAGED,
+    tso_seconds,
+)
+from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
+from streams.packed import pack_rows
+from streams.staging.framing import FramedMessage, StagedMessage, frame_packed
+from streams.staging.keys import TopicPartition
+from streams.staging.protocols import StagerStore, StagingRoundTrip
+
+log = logging.getLogger("ticdc_sink.worker")
+
+# A Kafka message as the stager takes it: partition, offset, key, value.
+Record = tuple[TopicPartition, int, bytes | None, bytes | None]
+NO_COMMIT_TS = (
+    "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
+    "(Canal-JSON has neither commit ts nor watermarks without it)"
+)
+
+
+@dataclass(slots=True)
+class PartitionChange:
+    """What one batch stages of one partition."""
+
+    # The last offset of the batch's messages of it (each staged, held or dead-lettered).
+    last_offset: int
+    messages: int = 0
+    rows: int = 0
+    # The resolved timestamps its messages carry.
+    marks: list[int] = field(default_factory=list)
+    # The highest DDL commit ts it stages (a quiet partition resolves up to it).
+    ddl_ts: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedBatch:
+    """A batch's staging, queued as one round trip and not yet sent."""
+
+    round_trip: StagingRoundTrip
+    # Per partition, what the round trip stages (replays left out).
+    changes: dict[TopicPartition, PartitionChange]
+    # Whether it carries schemas (DDL, BOOTSTRAP) that held messages may be waiting for.
+    schemas_changed: bool = False
+    # Dead letters it adds (the stream is trimmed to its cap once they are in).
+    dead_letters: int = 0
+
+
+class MessageStager:
+    """Decodes Kafka records and stages their events through a :class:`StagerStore`."""
+
+    def __init__(
+        self,
+        store: StagerStore,
+        codec: Codec,
+        on_error: OnError,
+        large_messages: LargeMessages | None = None,
+        *,
+        dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX_ENTRIES,
+    ) -> None:
+        self.store = store
+        self.codec = codec
+        self.on_error = on_error
+        # Claim checks and handle-key-only rows are made whole before staging.
+        self.large_messages = large_messages or LargeMessages()
+        self.dead_letter_max = dead_letter_max
+        # Totals for the progress line (replays not counted).
+        self.dead_letters = 0
+        self.rows_staged = 0
+        self.messages_staged = 0
+        # The last offset prepared per partition: the next batch's replays are known without
+        # asking Redis while a partition's offsets follow on.
+        self._last_staged: dict[TopicPartition, int] = {}
+        # The highest DDL commit ts staged (sent) per partition; rows are read back from Redis.
+        self.ddl_ts: dict[TopicPartition, int] = {}
+        # The watermark this worker moved each quiet partition to (TICDC_SINK_RESOLVE_WHEN_IDLE):
+        # a change that arrives at or below it breaks that rule's assumption, and is logged.
+        self.idle_marks: dict[TopicPartition, int] = {}
+        # Held messages are retried after a round trip (a thread) and by a timer (the loop): one
+        # at a time, or both would stage one message and count its rows twice.
+        self._retrying = threading.Lock()
+        # Labelled once: a labels() lookup per message costs more than the increment.
+        pipeline = store.pipeline
+        self._rows_decoded = EVENTS_DECODED.labels(pipeline, "row")
+        self._marks_decoded = EVENTS_DECODED.labels(pipeline, "resolved")
+        self._rows_staged = ROWS_STAGED.labels(pipeline)
+
+    def stage_batch(self, records: Sequence[Record]) -> PreparedBatch:
+        """Stage consecutive records in one round trip: :meth:`decode`, :meth:`prepare`,
+        :meth:`send`. Each partition's messages are staged in order, each with its offset as
+        one unit, so a crash midway leaves a prefix staged and the rest to be re-delivered."""
+        batch = self.prepare(records, self.decode(records))
+        self.send(batch)
+        return batch
+
+    def decode(self, records: Sequence[Record]) -> list[FramedMessage | None]:
+        """Step one: the records' fast path, decoded, packed and framed natively (see
+        :meth:`Codec.decode_packed_many`), None where the codec decides. Safe to run in
+        threads while the event loop goes on."""
+        messages = [(key, value or b"") for _, _, key, value in records]
+        packed = self.codec.decode_packed_many(messages)
+        taken = [(r[1], p) for r, p in zip(records, packed, strict=True) if p is not None]
+        framed = iter(frame_packed(taken))
+        return [None if p is None else next(framed) for p in packed]
+
+    def prepare(
+        self, records: Sequence[Record], decoded: Sequence[FramedMessage | None]
+    ) -> PreparedBatch:
+        """Step two: the round trip staging ``records`` (``decoded``: their :meth:`decode`).
+
+        Replays are dropped (Redis is asked only when a partition's offsets do not follow on
+        from the last batch); the rest are counted as staged for the next batch's replay check,
+        so it can be prepared while this one is sent. A bad message raises under ``halt``.
+        """
+        staged = self._staged_offsets(records)
+        round_trip = self.store.batch()
+        changes: dict[TopicPartition, PartitionChange] = {}
+        by_partition: dict[TopicPartition, list[StagedMessage | FramedMessage]] = {}
+        schemas_changed = False
+        dead_letters = 0
+        for record, frame in zip(records, decoded, strict=True):
+            tp, offset = record[0], record[1]
+            if offset <= staged[tp]:
+                continue
+            change = changes.get(tp)
+            if change is None:
+                change = changes[tp] = PartitionChange(offset)
+            change.last_offset = offset
+            change.messages += 1
+            if frame is not None:
+                # The fast path: rows packed and framed straight from the wire.
+                change.rows += frame.rows
+                change.marks += frame.marks
+                by_partition.setdefault(tp, []).append(frame)
+                continue
+            message, schemas, failed = self._decode_in_python(record, change, round_trip)
+            schemas_changed |= schemas
+            dead_letters += failed
+            by_partition.setdefault(tp, []).append(message)
+        for tp, messages in by_partition.items():
+            round_trip.stage(tp, messages)
+        for tp, change in changes.items():
+            self._last_staged[tp] = change.last_offset
+        return PreparedBatch(round_trip, changes, schemas_changed, dead_letters)
+
+    def send(self, batch: PreparedBatch) -> None:
+        """Run the batch's round trip (from any thread), then stage the held messages its
+        schemas may have unblocked and trim the dead letters it added. If the round trip fails
+        the stager forgets what it counted as staged: Redis may hold part of it, or none."""
+        try:
+            batch.round_trip.send()
+        except BaseException:
+            self.forget_offsets()
+            raise
+        self._count(batch)
+        if batch.schemas_changed and self.store.held_count():
+            self.retry_held()
+        if batch.dead_letters:
+            trimmed = self.store.trim_dead_letters(self.dead_letter_max)
+            DEAD_LETTERS_TRIMMED.labels(self.store.pipeline).inc(trimmed)
+
+    def forget_offsets(self) -> None:
+        """Forget what this stager staged last (its partitions were revoked, or a round trip
+        failed: the next batch asks Redis)."""
+        self._last_staged.clear()
+
+    def retry_held(self) -> int:
+        """Stage the held messages whose schema has arrived; returns how many were staged."""
+        staged = 0
+        with self._retrying:
+            for held in self.store.held():
+                try:
+                    events = self.large_messages.decode(self.codec, held.key, held.value)
+                except MissingSchemaError:
+                    continue
+                self.store.stage_held(held, [e for e in events if isinstance(e, RowChange)])
+                staged += 1
+        return staged
+
+    def _staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
+        """The last staged offset of each partition in ``records`` (-1: none). Redis is asked
+        only for a partition whose records do not follow straight on from what this stager
+        prepared last (the first batch, a seek, a rebalance): a consumer reads a partition's
+        offsets in order."""
+        expected: dict[TopicPartition, int] = {}
+        unsure = set()
+        for tp, offset, _, _ in records:
+            # -2 for a partition never staged here: no offset follows it.
+            if offset != expected.get(tp, self._last_staged.get(tp, -2) + 1):
+                unsure.add(tp)
+            expected[tp] = offset + 1
+        staged = self.store.staged_offsets(unsure) if unsure else {}
+        return {
+            tp: staged.get(tp, -1) if tp in unsure else self._last_staged[tp] for tp in expected
+        }
+
+    def _decode_in_python(
+        self, record: Record, change: PartitionChange, round_trip: StagingRoundTrip
+    ) -> tuple[StagedMessage, bool, int]:
+        """What ``record`` stages when the fast path left it, whether it carries schemas, and
+        whether it was dead-lettered; a held or dead-lettered message queues its own command."""
+        tp, offset, key, value = record
+        try:
+            events = self.large_messages.decode(self.codec, key, value or b"")
+        except MissingSchemaError as missing:
+            # Not bad input: its schema comes later (a consumer that started mid-stream).
+            round_trip.hold(tp, offset, key, value or b"", missing.commit_ts)
+            return StagedMessage(offset), False, 0
+        except DecodeError as error:
+            return self._quarantine(record, error, round_trip), False, 1
+        rows = [e for e in events if isinstance(e, RowChange)]
+        ddls = [e for e in events if isinstance(e, DDLEvent)]
+        marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
+        commit_ts = [c.commit_ts for c in rows] + [d.commit_ts for d in ddls]
+        if 0 in commit_ts:
+            # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
+            no_ts = DecodeError(self.codec.protocol, NO_COMMIT_TS)
+            return self._quarantine(record, no_ts, round_trip), False, 1
+        if self.idle_marks:
+            self._check_late(tp, offset, commit_ts)
+        change.rows += len(rows)
+        change.marks += marks
+        if ddls:
+            highest = max(ddl.commit_ts for ddl in ddls)
+            change.ddl_ts = max(highest, change.ddl_ts or highest)
+        schemas = bool(ddls) or any(isinstance(e, Bootstrap) for e in events)
+        watermark = max(marks) if marks else None
+        return StagedMessage(offset, pack_rows(rows), ddls, watermark), schemas, 0
+
+    def _check_late(self, tp: TopicPartition, offset: int, commit_ts: list[int]) -> None:
+        """Log changes at or below the watermark a quiet partition was moved to: the sink may
+        have applied past them already, and then never applies them."""
+        mark = self.idle_marks.get(tp)
+        late = [ts for ts in commit_ts if mark is not None and ts <= mark]
+        if late:
+            log.warning(
+                "%s offset %d: a change at commit ts %d arrived after the partition was "
+                "resolved up to %d when quiet (TICDC_SINK_RESOLVE_WHEN_IDLE): if the sink "
+                "has applied past it, it is not applied; raise the quiet time",
+                tp.field,
+                offset,
+                min(late),
+                mark,
+            )
+
+    def _quarantine(
+        self, record: Record, error: DecodeError, round_trip: StagingRoundTrip
+    ) -> StagedMessage:
+        """A message that cannot be staged: halt, or dead-letter it and go on."""
+        if self.on_error is OnError.HALT:
+            raise error
+        tp, offset, key, value = record
+        log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
+        round_trip.dead_letter(tp, offset, key, value, str(error))
+        # The offset still counts as staged, so a replay does not dead-letter it twice.
+        return StagedMessage(offset)
+
+    def _count(self, batch: PreparedBatch) -> None:
+        """Counters and metrics of a staged batch."""
+        self.dead_letters += batch.dead_letters
+        if batch.dead_letters:
+            DEAD_LETTERS.labels(self.store.pipeline).inc(batch.dead_letters)
+        for tp, change in batch.changes.items():
+            self.rows_staged += change.rows
+            self.messages_staged += change.messages
+            self._rows_decoded.inc(change.rows)
+            self._rows_staged.inc(change.rows)
+            if change.ddl_ts is not None:
+                self.ddl_ts[tp] = max(change.ddl_ts, self.ddl_ts.get(tp, change.ddl_ts))
+            if change.marks:
+                self._marks_decoded.inc(len(change.marks))
+                PARTITION_WATERMARK.labels(self.store.pipeline, tp.topic, str(tp.partition)).set(
+                    tso_seconds(max(change.marks))
+                )

@@ -1,0 +1,50 @@
+"""Framing: the native crate's layout version checked at import, a stale module declined."""
+
+from __future__ import annotations
+
+import logging
+import types
+
+import pytest
+
+from streams.native import native_module
+from streams.staging import framing, layout
+from streams.staging.framing import FramedMessage, StagedMessage, frame_message
+
+
+def test_the_native_crate_frames_in_this_layout(native: types.ModuleType) -> None:
+    assert native.STAGING_LAYOUT_VERSION == layout.LAYOUT_VERSION
+    assert framing.native_layout_matches(native)
+
+
+def test_a_native_module_of_another_layout_is_declined_with_one_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    stale = types.SimpleNamespace(STAGING_LAYOUT_VERSION=layout.LAYOUT_VERSION + 1)
+    monkeypatch.setattr(framing, "native_module", lambda: stale)
+    with caplog.at_level(logging.WARNING, logger="ticdc_sink.staging"):
+        assert not framing._check_native_layout()
+    (warning,) = caplog.records
+    assert f"layout {layout.LAYOUT_VERSION + 1}" in warning.getMessage()
+    # Declined, the Python framing frames what the stale module would have.
+    monkeypatch.setattr(framing, "_NATIVE_FRAMING", False)
+
+    class Packed:
+        @property
+        def resolved(self) -> list[int]:
+            return [7]
+
+        def rows(self) -> list[tuple[int, bytes]]:
+            return [(5, b"row")]
+
+        def __len__(self) -> int:
+            return 1
+
+    (framed,) = framing.frame_packed([(3, Packed())])
+    assert isinstance(framed, FramedMessage)
+    assert framed == frame_message(StagedMessage(3, [(5, b"row")], (), 7))
+
+
+def test_the_installed_native_module_is_checked_at_import() -> None:
+    module = native_module()
+    assert (module is None or framing.native_layout_matches(module)) == framing._NATIVE_FRAMING
