@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ApplyError, ConfigError, DDLError, TransientApplyError
+from config.errors import ConfigError, DDLError, LostLeadershipError, TransientApplyError
 from config.settings import Settings, SslMode, env_name
 from spark_sink.local_infile import GuardedConnection
 from spark_sink.tls import pymysql_tls
@@ -249,10 +249,6 @@ CREATE TABLE IF NOT EXISTS {table} (
   updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6) ON UPDATE CURRENT_TIMESTAMP(6)
 )
 """
-
-
-class LostLeadershipError(ApplyError):
-    """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
 
 
 @dataclass(frozen=True)

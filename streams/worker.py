@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 import redis
 from aiokafka.errors import KafkaError
 
-from config.errors import ConfigError, DecodeError
+from config.errors import ConfigError, DecodeError, NotYetDecodableError
 from config.settings import (
     DEFAULT_DEAD_LETTER_MAX_ENTRIES,
     DEFAULT_WEB_PORT,
@@ -32,7 +32,6 @@ from config.settings import (
     Settings,
 )
 from streams.codecs import Codec, codec_for
-from streams.codecs.simple import MissingSchemaError
 from streams.dead_letters import DeadLetters
 from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
 from streams.kafka_client import faust_broker, kafka_options
@@ -251,7 +250,7 @@ class MessageStager:
         for entry, tp, offset, key, value, _ in self.staging.held():
             try:
                 events = self.large_messages.decode(self.codec, key, value)
-            except MissingSchemaError:
+            except NotYetDecodableError:
                 continue
             rows = [e for e in events if isinstance(e, RowChange)]
             self.staging.stage_held(entry, tp, offset, rows)
@@ -270,9 +269,10 @@ class MessageStager:
             return framed
         try:
             events = self.large_messages.decode(self.codec, key, value or b"")
-        except MissingSchemaError as missing:
-            # Not bad input: its schema comes later (a consumer that started mid-stream).
-            self.staging.hold(tp, offset, key, value or b"", missing.commit_ts, commands)
+        except NotYetDecodableError as later:
+            # Not bad input: what it needs comes later (its schema, for a consumer that started
+            # mid-stream); a hold signal is no DecodeError, so it never reaches _quarantine.
+            self.staging.hold(tp, offset, key, value or b"", later.commit_ts, commands)
             return StagedMessage(offset)
         except DecodeError as error:
             return self._quarantine(record, error, commands)

@@ -246,3 +246,15 @@ def test_a_change_below_a_quiet_partitions_watermark_is_logged(
     assert f"a change at commit ts {TS} arrived after the partition was resolved up to" in warning
     # It is still staged: the sink applies it if it has not passed it yet.
     assert staging.staged_totals()[0] == 2
+
+
+def test_a_dml_before_its_schema_is_held_even_where_bad_input_halts(staging: Staging) -> None:
+    _, dml, watermark, _ = _simple_messages()
+    schemas = RedisSchemaStore(staging.client, staging.key("schemas"))
+    stager = MessageStager(staging, codec_for("simple", schemas), OnError.HALT)
+    # The hold signal is no DecodeError: halting on bad input does not stop on it, nor is it
+    # ever a dead letter.
+    stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    assert len(staging.held()) == 1
+    assert staging.client.xlen(staging.key("deadletters")) == 0
+    assert staging.staged_offset(TP) == 1
