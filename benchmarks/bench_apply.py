@@ -22,7 +22,7 @@ from spark_sink.downstream import connect
 from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch
 from streams.model import Op, RowChange
-from ticdc_sink.workload import COLUMNS, make_rows
+from tests.workload import COLUMNS, make_rows
 
 DB = "bench"
 TABLE_DDL = """

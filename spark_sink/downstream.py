@@ -331,12 +331,6 @@ class CheckpointTable:
         )
 
 
-def applied_resolved_ts(settings: Settings) -> int:
-    """The pipeline's applied resolved ts downstream; 0 before the sink has recorded any."""
-    with CheckpointWatch(settings) as watch:
-        return watch.applied_resolved_ts()
-
-
 class CheckpointWatch:
     """Reads a pipeline's applied resolved ts again and again over one connection.
 

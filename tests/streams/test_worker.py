@@ -17,8 +17,8 @@ from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
 from streams.worker import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
+from tests.workload import make_rows
 from ticdc_sink.produce import send
-from ticdc_sink.workload import make_rows
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from config.settings import Settings
+from spark_sink.downstream import CheckpointWatch
 from streams.staging import Staging
 from ticdc_sink.verify import verify
 
@@ -21,6 +22,12 @@ from ticdc_sink.verify import verify
 TOPIC_PARTITIONS = 2
 # Each spawned process's output, kept so that a failing test can show what its processes said.
 PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+
+
+def applied_resolved_ts(settings: Settings) -> int:
+    """The pipeline's applied resolved ts downstream; 0 before the sink has recorded any."""
+    with CheckpointWatch(settings) as watch:
+        return watch.applied_resolved_ts()
 
 
 def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
