@@ -269,7 +269,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     client = redis_client(settings)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.key("sink-leader"))
-    applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
+    applier = Applier(settings, router=Router(settings.routes, settings.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     with _unless_stopping(stop, "starting Spark"):
         applier.spark()

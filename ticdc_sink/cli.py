@@ -110,6 +110,12 @@ def _deadletters(args: argparse.Namespace) -> int:
     return command.run_purge(settings, args.ids, args.yes)
 
 
+def _config(args: argparse.Namespace) -> int:
+    from ticdc_sink.config_command import run_describe
+
+    return run_describe(settings_from(args), as_json=args.json)
+
+
 def _apply(args: argparse.Namespace) -> int:
     from spark_sink.driver import run_sink
 
@@ -296,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(handler=_status)
 
     _add_deadletters(commands)
+
+    config = commands.add_parser(
+        "config", help="describe every setting: its variable, its value here, what it means"
+    )
+    config.add_argument("action", choices=["describe"])
+    config.add_argument("--json", action="store_true", help="print one JSON document")
+    config.set_defaults(handler=_config)
 
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)

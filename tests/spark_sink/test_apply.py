@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from config.settings import Settings
+from config.settings import Settings, parse_routes
 from spark_sink.downstream import LostLeadershipError, connect
 from spark_sink.driver import Sink
 from spark_sink.leader import LeaderLock
@@ -341,7 +341,9 @@ def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: b
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, _ = pipeline
-    applier = Applier(settings, router=Router.parse(f"up.t={scratch_db}.t", "up.skipped"))
+    applier = Applier(
+        settings, router=Router(parse_routes(f"up.t={scratch_db}.t"), ("up.skipped",))
+    )
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, "up", "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),

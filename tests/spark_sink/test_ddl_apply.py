@@ -66,7 +66,7 @@ def pipeline(settings: Settings, unique: str, redis_client: Any) -> Iterator[Any
 
 def sink_for(settings: Settings, staging: Staging, **changes: Any) -> Sink:
     configured = settings.model_copy(update=changes)
-    router = Router.parse(configured.routes, configured.skip_tables)
+    router = Router(configured.routes, configured.skip_tables)
     return Sink(configured, staging, Applier(configured, router=router))
 
 
