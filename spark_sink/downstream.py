@@ -58,7 +58,7 @@ def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection
     """A connection to the downstream in UTC, with autocommit off unless asked, TLS as the
     ssl-mode says; LOAD DATA LOCAL sends only the file :func:`~spark_sink.local_infile.serving`
     names."""
-    downstream = settings.downstream
+    downstream = settings.downstream.url
     return GuardedConnection(
         host=downstream.host,
         port=downstream.port,
@@ -81,7 +81,7 @@ SSL_CONNECTION_ERROR = 2026
 
 def downstream_problem(settings: Settings, error: BaseException) -> str | None:
     """What a failed connection says about the downstream settings (None: nothing to say)."""
-    downstream = settings.downstream
+    downstream = settings.downstream.url
     where = f"the downstream at {downstream.host}:{downstream.port}"
     setting = env_name("downstream")
     code = error.args[0] if isinstance(error, pymysql.MySQLError) and error.args else None
@@ -340,7 +340,7 @@ class CheckpointWatch:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.table = CheckpointTable(settings.meta_db, settings.group)
+        self.table = CheckpointTable(settings.downstream.meta_db, settings.group)
         self._conn: pymysql.connections.Connection | None = None
 
     def applied_resolved_ts(self) -> int:

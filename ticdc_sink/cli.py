@@ -145,13 +145,13 @@ def _produce(args: argparse.Namespace) -> int:
     from ticdc_sink.produce import run_produce
 
     settings = checked_settings(args, kafka=True)
-    topic = args.topic or (settings.topics[0] if settings.topics else None)
+    topic = args.topic or (settings.kafka.topics[0] if settings.kafka.topics else None)
     if topic is None:
         raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
     sent, final = run_produce(
         settings,
         topic,
-        args.protocol or settings.protocol.value,
+        args.protocol or settings.kafka.protocol.value,
         args.partitions,
         args.transactions,
         args.seed,
@@ -355,7 +355,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     """The settings for this invocation (``--config`` plus the environment); logging from
     then on is in their level and format, each record naming the pipeline."""
     settings = load_settings(args.config)
-    configure_logging(settings.log_level, settings.log_format, settings.group)
+    configure_logging(settings.logging.level, settings.logging.format, settings.group)
     return settings
 
 

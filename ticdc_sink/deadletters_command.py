@@ -104,7 +104,9 @@ def run_replay(
     letter = _letter(store, entry, settings.group)
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
-    codec = codec_for(settings.protocol, RedisSchemaStore(staging.client, staging.key("schemas")))
+    codec = codec_for(
+        settings.kafka.protocol, RedisSchemaStore(staging.client, staging.key("schemas"))
+    )
     try:
         # Made whole as the worker makes it: claim checks read, handle-key-only rows fetched.
         events = LargeMessages.from_settings(settings).decode(codec, key or None, value)

@@ -8,27 +8,27 @@ from config.settings import Protocol, load_settings
 
 def test_defaults_need_no_configuration() -> None:
     settings = load_settings(environ={})
-    assert settings.kafka == "127.0.0.1:9092"
-    assert settings.topics == ()
+    assert settings.kafka.bootstrap == "127.0.0.1:9092"
+    assert settings.kafka.topics == ()
     assert settings.group == "ticdc-sink"
-    assert settings.redis_url == "redis://127.0.0.1:6379/0"
-    assert str(settings.downstream) == "mysql://root@127.0.0.1:3306/"
-    assert settings.spark_master == "local[*]"
-    assert settings.meta_db == "ticdc_sink"
+    assert settings.redis.url == "redis://127.0.0.1:6379/0"
+    assert str(settings.downstream.url) == "mysql://root@127.0.0.1:3306/"
+    assert settings.spark.master == "local[*]"
+    assert settings.downstream.meta_db == "ticdc_sink"
 
 
 def test_environment_wins_over_the_file(tmp_path: Path) -> None:
     path = tmp_path / "sink.toml"
     path.write_text('protocol = "craft"\ntopics = ["a", "b"]\ngroup = "from-file"\n')
     settings = load_settings(path, environ={"TICDC_SINK_GROUP": "from-env"})
-    assert settings.protocol is Protocol.CRAFT
-    assert settings.topics == ("a", "b")
+    assert settings.kafka.protocol is Protocol.CRAFT
+    assert settings.kafka.topics == ("a", "b")
     assert settings.group == "from-env"
 
 
 def test_topics_are_a_comma_list() -> None:
     settings = load_settings(environ={"TICDC_SINK_TOPICS": " cdc-a, cdc-b ,,"})
-    assert settings.topics == ("cdc-a", "cdc-b")
+    assert settings.kafka.topics == ("cdc-a", "cdc-b")
 
 
 @pytest.mark.parametrize(
@@ -54,8 +54,8 @@ def test_a_bad_value_names_the_variable_and_what_is_allowed(
 
 def test_the_downstream_password_never_prints() -> None:
     settings = load_settings(environ={"TICDC_SINK_DOWNSTREAM": "mysql://app:s3cret@db:3307/"})
-    assert settings.downstream.password.get_secret_value() == "s3cret"
-    assert settings.downstream.port == 3307
+    assert settings.downstream.url.password.get_secret_value() == "s3cret"
+    assert settings.downstream.url.port == 3307
     for text in (str(settings), repr(settings), str(settings.describe())):
         assert "s3cret" not in text
     with pytest.raises(ConfigError) as caught:
@@ -78,8 +78,11 @@ def test_a_missing_or_broken_file_is_named(tmp_path: Path) -> None:
 
 def test_large_message_settings() -> None:
     settings = load_settings(environ={})
-    assert (settings.upstream, settings.claim_check_storage) == (None, "")
-    assert settings.claim_check_attempts == 3
+    assert (settings.large_messages.upstream, settings.large_messages.claim_check_storage) == (
+        None,
+        "",
+    )
+    assert settings.large_messages.claim_check_attempts == 3
     secret = "s3://claims/cf?endpoint=http://minio:9000&secret-access-key=hush&region=x"
     settings = load_settings(
         environ={
@@ -87,7 +90,10 @@ def test_large_message_settings() -> None:
             "TICDC_SINK_CLAIM_CHECK_STORAGE": secret,
         }
     )
-    assert settings.upstream is not None and settings.upstream.port == 4000
+    assert (
+        settings.large_messages.upstream is not None
+        and settings.large_messages.upstream.port == 4000
+    )
     shown = settings.describe()
     assert shown["TICDC_SINK_UPSTREAM"] == "mysql://cdc:***@tidb:4000/"
     for text in (str(settings), repr(settings), shown["TICDC_SINK_CLAIM_CHECK_STORAGE"]):
@@ -114,10 +120,10 @@ def test_each_secret_can_come_from_a_file_and_never_prints(tmp_path: Path) -> No
     (tmp_path / "db").write_text("db-s3cret\r\n")
     environ["TICDC_SINK_DOWNSTREAM_PASSWORD_FILE"] = str(tmp_path / "db")
     settings = load_settings(environ=environ)
-    assert settings.kafka_sasl_password.get_secret_value() == "kafka_sasl_password-s3cret"
-    assert settings.redis_password.get_secret_value() == "redis_password-s3cret"
+    assert settings.kafka.sasl_password.get_secret_value() == "kafka_sasl_password-s3cret"
+    assert settings.redis.password.get_secret_value() == "redis_password-s3cret"
     # The downstream_password setting replaces the address's password.
-    assert settings.downstream.password.get_secret_value() == "db-s3cret"
+    assert settings.downstream.url.password.get_secret_value() == "db-s3cret"
     shown = settings.describe()
     assert shown["TICDC_SINK_KAFKA_SASL_PASSWORD"] == "***"
     assert shown["TICDC_SINK_REDIS_URL"] == "redis://app:***@r:6379/0"
@@ -170,7 +176,7 @@ def test_downstream_tls_from_the_url_or_from_settings() -> None:
     from config.settings import SslMode
 
     url = "mysql://a:pw@h:4000/?ssl-mode=VERIFY-IDENTITY&ssl-ca=/etc/hostname"
-    downstream = load_settings(environ={"TICDC_SINK_DOWNSTREAM": url}).downstream
+    downstream = load_settings(environ={"TICDC_SINK_DOWNSTREAM": url}).downstream.url
     assert downstream.ssl_mode is SslMode.VERIFY_IDENTITY
     assert downstream.ssl_ca == "/etc/hostname"
     assert str(downstream) == (
@@ -178,12 +184,12 @@ def test_downstream_tls_from_the_url_or_from_settings() -> None:
     )
     # A CA alone means verify-ca, as MySQL's client has it; a setting wins over the URL.
     alone = load_settings(environ={"TICDC_SINK_DOWNSTREAM_SSL_CA": "/etc/hostname"})
-    assert alone.downstream.effective_ssl_mode is SslMode.VERIFY_CA
+    assert alone.downstream.url.effective_ssl_mode is SslMode.VERIFY_CA
     overridden = load_settings(
         environ={"TICDC_SINK_DOWNSTREAM": url, "TICDC_SINK_DOWNSTREAM_SSL_MODE": "required"}
     )
-    assert overridden.downstream.ssl_mode is SslMode.REQUIRED
-    assert load_settings(environ={}).downstream.effective_ssl_mode is SslMode.PREFERRED
+    assert overridden.downstream.url.ssl_mode is SslMode.REQUIRED
+    assert load_settings(environ={}).downstream.url.effective_ssl_mode is SslMode.PREFERRED
 
 
 @pytest.mark.parametrize(

@@ -207,8 +207,8 @@ def test_a_debezium_worker_without_resolve_when_idle_warns_once_at_start(
     from config.settings import Protocol
     from streams.worker import build_app
 
-    debezium = settings.model_copy(
-        update={"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
+    debezium = settings.updated(
+        {"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
     )
     with caplog.at_level(logging.WARNING, logger="ticdc_sink.worker"):
         build_app(debezium, lambda: staging)

@@ -35,8 +35,8 @@ def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, s
     return {
         **os.environ,
         "TICDC_SINK_GROUP": settings.group,
-        "TICDC_SINK_TOPICS": ",".join(settings.topics),
-        "TICDC_SINK_META_DB": settings.meta_db,
+        "TICDC_SINK_TOPICS": ",".join(settings.kafka.topics),
+        "TICDC_SINK_META_DB": settings.downstream.meta_db,
         "TICDC_SINK_PROTOCOL": protocol,
         "TICDC_SINK_WEB_PORT": "0",
         # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
@@ -66,7 +66,7 @@ def start_worker(
 ) -> subprocess.Popen[bytes]:
     """A worker of pipeline ``group`` reading ``topic`` (Open Protocol unless ``extra`` says
     otherwise), in a session of its own, its output discarded."""
-    configured = settings.model_copy(update={"group": group, "topics": (topic,)})
+    configured = settings.updated({"group": group, "topics": (topic,)})
     return spawn("worker", pipeline_env(configured, "open", **extra), Path(os.devnull))
 
 

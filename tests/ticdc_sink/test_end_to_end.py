@@ -57,7 +57,7 @@ def _second_workload(
 ) -> tuple[int, int]:
     """A workload produced after commit ts ``after``, in a database of its own."""
     return run_produce(
-        settings, settings.topics[0], "open", PARTITIONS, 80, seed=seed, expected=expected,
+        settings, settings.kafka.topics[0], "open", PARTITIONS, 80, seed=seed, expected=expected,
         schema=schema, start_ts=after,
     )  # fmt: skip
 
