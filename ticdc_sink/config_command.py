@@ -29,8 +29,9 @@ def described(settings: Settings) -> list[dict[str, str]]:
 def group_title(group: str) -> str:
     """A group's heading: its name and its docstring's first line."""
     model = GROUPS.get(group)
-    doc = (model.__doc__ or "").strip().splitlines()[0] if model else "the pipeline"
-    return f"[{group}] {doc}"
+    if model is None:
+        return f"{group}: top-level keys"
+    return f"[{group}] {(model.__doc__ or '').strip().splitlines()[0]}"
 
 
 def run_describe(settings: Settings, as_json: bool = False) -> int:

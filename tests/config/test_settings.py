@@ -1,9 +1,10 @@
+import re
 from pathlib import Path
 
 import pytest
 
 from config.errors import ConfigError
-from config.settings import Protocol, load_settings
+from config.settings import SETTINGS, Protocol, Route, load_settings
 
 
 def test_defaults_need_no_configuration() -> None:
@@ -220,3 +221,165 @@ def test_kafka_and_redis_tls_settings_are_checked_whole(
 ) -> None:
     with pytest.raises(ConfigError, match=expected):
         load_settings(environ=environ)
+
+
+def test_a_flat_file_reads_as_it_always_has_and_a_grouped_one_the_same(tmp_path: Path) -> None:
+    flat = tmp_path / "flat.toml"
+    flat.write_text(
+        '[ticdc-sink]\nkafka = "k1:9092,k2:9092"\ntopics = "a,b"\nprotocol = "simple"\n'
+        'redis-url = "redis://r:6379/1"\nmeta_db = "meta"\nspark_master = "local[2]"\n'
+        'spark_min_rows = 0\nbatch_rows = 10\nlog_level = "DEBUG"\nmetrics_port = 9100\n'
+        'routes = "app.*=replica.*"\nskip_tables = "app.tmp_*"\nweb_port = 0\n'
+    )
+    grouped = tmp_path / "grouped.toml"
+    grouped.write_text(
+        '[kafka]\nbootstrap = "k1:9092,k2:9092"\ntopics = ["a", "b"]\nprotocol = "simple"\n'
+        '[redis]\nurl = "redis://r:6379/1"\n[downstream]\nmeta_db = "meta"\n'
+        '[spark]\nmaster = "local[2]"\nmin_rows = 0\n'
+        '[sink]\nbatch_rows = 10\nroutes = ["app.*=replica.*"]\nskip_tables = ["app.tmp_*"]\n'
+        '[logging]\nlevel = "DEBUG"\n[metrics]\nport = 9100\n[worker]\nweb_port = 0\n'
+    )
+    settings = load_settings(flat, environ={})
+    assert settings == load_settings(grouped, environ={})
+    assert settings.kafka.bootstrap == "k1:9092,k2:9092"
+    assert settings.kafka.topics == ("a", "b")
+    assert settings.redis.url == "redis://r:6379/1"
+    assert (settings.downstream.meta_db, settings.spark.master, settings.spark.min_rows) == (
+        "meta",
+        "local[2]",
+        0,
+    )
+    assert (settings.logging.level, settings.metrics.port, settings.worker.web_port) == (
+        "debug",
+        9100,
+        0,
+    )
+    assert settings.sink.routes == (Route("app.*", "replica.*"),)
+    assert settings.sink.skip_tables == ("app.tmp_*",)
+
+
+# Every setting of the flat model the groups replaced: users' variables and TOML keys.
+FLAT_NAMES = [
+    "batch_rows",
+    "claim_check_attempts",
+    "claim_check_storage",
+    "dead_letter_max_entries",
+    "decode_threads",
+    "downstream",
+    "downstream_password",
+    "downstream_ssl_ca",
+    "downstream_ssl_cert",
+    "downstream_ssl_key",
+    "downstream_ssl_mode",
+    "event_loop",
+    "group",
+    "jdbc_jar",
+    "kafka",
+    "kafka_sasl_mechanism",
+    "kafka_sasl_password",
+    "kafka_sasl_username",
+    "kafka_security_protocol",
+    "kafka_ssl_ca",
+    "kafka_ssl_cert",
+    "kafka_ssl_check_hostname",
+    "kafka_ssl_key",
+    "kafka_ssl_key_password",
+    "log_format",
+    "log_level",
+    "max_staged_bytes",
+    "max_staged_rows",
+    "meta_db",
+    "metrics_host",
+    "metrics_port",
+    "on_ddl_error",
+    "on_error",
+    "on_row_error",
+    "on_schema_drift",
+    "progress_interval",
+    "protocol",
+    "redis_password",
+    "redis_ssl_ca",
+    "redis_ssl_cert",
+    "redis_ssl_key",
+    "redis_url",
+    "resolve_when_idle",
+    "routes",
+    "session_timeout",
+    "skip_tables",
+    "spark_master",
+    "spark_min_rows",
+    "startup_timeout",
+    "topics",
+    "upstream",
+    "web_port",
+]
+
+
+def test_every_variable_keeps_its_name() -> None:
+    assert sorted(doc.name for doc in SETTINGS) == FLAT_NAMES
+    for doc in SETTINGS:
+        assert doc.variable == "TICDC_SINK_" + doc.name.upper()
+
+
+def test_a_setting_given_flat_and_grouped_or_unknown_in_a_group_is_refused(
+    tmp_path: Path,
+) -> None:
+    twice = tmp_path / "twice.toml"
+    twice.write_text("batch_rows = 5\n[sink]\nbatch_rows = 6\n")
+    with pytest.raises(ConfigError, match="batch_rows is set twice"):
+        load_settings(twice, environ={})
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text('[sink]\ncolour = "blue"\n')
+    with pytest.raises(ConfigError, match=r"unknown setting 'colour' in \[sink\]"):
+        load_settings(unknown, environ={})
+
+
+def test_a_grouped_secret_can_come_from_a_file(tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("s3cret\n")
+    config = tmp_path / "sink.toml"
+    config.write_text(f'[redis]\npassword_file = "{tmp_path / "pw"}"\n')
+    assert load_settings(config, environ={}).redis.password.get_secret_value() == "s3cret"
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "expected"),
+    [
+        ("TICDC_SINK_ROUTES", "app.a=b.c,broken", "TICDC_SINK_ROUTES='app.a=b.c,broken': 'broken'"),
+        ("TICDC_SINK_ROUTES", "app.a=bc", "'app.a=bc' is not db.table=db.table"),
+    ],
+)
+def test_a_bad_route_is_named_with_its_setting(variable: str, value: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_settings(environ={variable: value})
+
+
+def test_routes_and_skipped_tables_are_typed_values() -> None:
+    settings = load_settings(
+        environ={
+            "TICDC_SINK_ROUTES": " app.orders = arch.orders_v2 ,, app.*=replica.* ",
+            "TICDC_SINK_SKIP_TABLES": "app.tmp_*, ,x.y",
+        }
+    )
+    assert settings.sink.routes == (
+        Route("app.orders", "arch.orders_v2"),
+        Route("app.*", "replica.*"),
+    )
+    assert settings.sink.skip_tables == ("app.tmp_*", "x.y")
+    shown = settings.describe()
+    assert shown["TICDC_SINK_ROUTES"] == "app.orders=arch.orders_v2,app.*=replica.*"
+    assert shown["TICDC_SINK_SKIP_TABLES"] == "app.tmp_*,x.y"
+
+
+def test_updated_changes_settings_by_name_and_validates() -> None:
+    settings = load_settings(environ={})
+    changed = settings.updated({"group": "other", "spark_min_rows": 0, "routes": "a.b=c.d"})
+    assert (changed.group, changed.spark.min_rows) == ("other", 0)
+    assert changed.sink.routes == (Route("a.b", "c.d"),)
+    assert settings.spark.min_rows == 50_000
+    with pytest.raises(ConfigError, match="TICDC_SINK_BATCH_ROWS=0"):
+        settings.updated({"batch_rows": 0})
+    with pytest.raises(ConfigError, match="unknown setting 'colour'"):
+        settings.updated({"colour": "blue"})
+    # A setting's name is no field of the grouped model: model_copy refuses it.
+    with pytest.raises(TypeError, match="updated"):
+        settings.model_copy(update={"meta_db": "x"})
