@@ -298,16 +298,18 @@ def _downstream_parameters(query: str) -> dict[str, Any]:
 
 # Loopback defaults: a fresh machine with `ticdc-sink services up` needs no configuration.
 DEFAULT_KAFKA = "127.0.0.1:9092"
-DEFAULT_GROUP = "ticdc-sink"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 DEFAULT_DOWNSTREAM = "mysql://root@127.0.0.1:3306/"
 DEFAULT_SPARK_MASTER = "local[*]"
+# One pipeline per machine needs no name of its own; a second one must be given another.
+DEFAULT_GROUP = "ticdc-sink"
 # No topics until the operator names them: a worker without any refuses to start.
 DEFAULT_TOPICS: tuple[str, ...] = ()
 # TiCDC's own default protocol for Kafka sinks.
 DEFAULT_PROTOCOL = Protocol.OPEN
 # Where Debian's libmariadb-java puts MariaDB Connector/J, which Spark's JDBC loads need.
 DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
+# The checkpoint table's database downstream, apart from the replicated ones.
 DEFAULT_META_DB = "ticdc_sink"
 # A bad message must not stop the partition behind it: it is kept aside, readable.
 DEFAULT_ON_ERROR = OnError.DEADLETTER

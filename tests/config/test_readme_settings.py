@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from config.settings import ENV_PREFIX, SETTINGS
+from config.settings import ENV_PREFIX, SETTINGS, load_settings
 from streams.native import NATIVE_ENV
 from ticdc_sink.services.base import STATE_DIR_ENV
 
@@ -101,3 +101,15 @@ def test_a_row_is_read_with_its_heading_key_and_meaning() -> None:
     assert readme_rows(table) == {
         ENV_PREFIX + "KAFKA": ("kafka", "kafka.bootstrap", "servers, a list")
     }
+
+
+def test_the_readmes_toml_example_reads(tmp_path: Path) -> None:
+    section = README.read_text().split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    example = tmp_path / "sink.toml"
+    example.write_text(section.split("```toml\n", 1)[1].split("```", 1)[0])
+    settings = load_settings(example, environ={})
+    assert (settings.group, settings.kafka.bootstrap, settings.sink.batch_rows) == (
+        "orders",
+        "broker-1:9092",
+        100_000,
+    )
