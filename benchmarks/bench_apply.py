@@ -22,7 +22,7 @@ from spark_sink.downstream import connect
 from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch
 from streams.model import Op, RowChange
-from ticdc_sink.workload import COLUMNS, make_rows
+from tests.workload import COLUMNS, make_rows
 
 DB = "bench"
 TABLE_DDL = """
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     add_downstream_option(parser)
     args = parser.parse_args()
-    settings = settings_for(args.downstream).model_copy(update={"group": "bench-apply"})
+    settings = settings_for(args.downstream).updated({"group": "bench-apply"})
     base = [r.new or r.old or {} for r in make_rows(args.rows, seed=1)]
     base = [dict(row, id=i) for i, row in enumerate(base)]
     changes = [
@@ -82,7 +82,7 @@ def main() -> None:
     # TICDC_SINK_SPARK_MIN_ROWS rows a table) and the driver's LOAD DATA LOCAL (below it).
     paths = {
         "sink, Spark JDBC load (default)": settings,
-        "sink, driver LOAD DATA load": settings.model_copy(update={"spark_min_rows": 10**12}),
+        "sink, driver LOAD DATA load": settings.updated({"spark_min_rows": 10**12}),
     }
     rates = {}
     for label, configured in paths.items():
@@ -104,7 +104,7 @@ def main() -> None:
         applier.apply(plan_batch(small), small[-1].commit_ts + attempt, 0, {})
         costs.append(time.perf_counter() - start)
 
-    print(f"downstream {settings.downstream} ({server_version(settings)})")
+    print(f"downstream {settings.downstream.url} ({server_version(settings)})")
     print(
         f"{len(changes)} changes (inserts/updates/deletes, 10 columns) on a {len(base)}-row table"
     )

@@ -30,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
+from benchmarks.topics import delete_topics
 from config.settings import Settings
 from spark_sink.downstream import CheckpointWatch, connect, quote
 from streams.codecs import codec_for
 from streams.model import Resolved
 from streams.redis_client import redis_client
 from streams.staging import Staging
-from ticdc_sink.produce import delete_topics, partition_of, run_produce, send
+from ticdc_sink.produce import partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
 
 PARTITIONS = 4
@@ -52,7 +53,7 @@ def spawn(settings: Settings, command: str) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "TICDC_SINK_GROUP": settings.group,
-        "TICDC_SINK_TOPICS": settings.topics[0],
+        "TICDC_SINK_TOPICS": settings.kafka.topics[0],
         "TICDC_SINK_PROTOCOL": "open",
         "TICDC_SINK_WEB_PORT": "0",
     }
@@ -86,7 +87,7 @@ _TOPICS: list[str] = []
 def fresh(settings: Settings) -> Settings:
     name = f"bench_e2e_{uuid.uuid4().hex[:8]}"
     _TOPICS.append(name)
-    return settings.model_copy(update={"group": name, "topics": (name,)})
+    return settings.updated({"group": name, "topics": (name,)})
 
 
 def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[str, float]]:
@@ -236,7 +237,7 @@ def main() -> None:
     p50 = statistics.median(samples) if samples else float("nan")
     p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
-    print(f"downstream {settings.downstream} ({server_version(settings)})")
+    print(f"downstream {settings.downstream.url} ({server_version(settings)})")
     print(f"{'measure':46} {'value':>12}")
     print(f"{'sustained end-to-end row changes/s':46} {rate:12,.0f}")
     print(f"{'raw PyMySQL multi-row upsert rows/s':46} {baseline:12,.0f}")

@@ -23,13 +23,14 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
+from benchmarks.topics import delete_topics
 from config.settings import load_settings
 from streams.codecs import KafkaMessage, codec_for
 from streams.model import Resolved, RowChange
 from streams.redis_client import redis_client
 from streams.staging import Staging
-from ticdc_sink.produce import delete_topics, send
-from ticdc_sink.workload import make_rows
+from tests.workload import make_rows
+from ticdc_sink.produce import send
 
 PARTITIONS = 4
 

@@ -66,6 +66,36 @@ class DecodeError(TicdcSinkError):
         super().__init__(", ".join(parts))
 
 
+class NotYetDecodableError(TicdcSinkError):
+    """A hold signal, not bad input: the message decodes once something it depends on has
+    arrived (its table's schema). The worker holds it, capping its partition's progress just
+    below ``commit_ts``, and stages it then. Deliberately not a :class:`DecodeError`, so that no
+    handler of undecodable messages can dead-letter it."""
+
+    def __init__(self, protocol: str, reason: str, commit_ts: int) -> None:
+        self.protocol = protocol
+        self.reason = reason
+        self.commit_ts = commit_ts
+        super().__init__(f"{protocol}: {reason}")
+
+
+class MissingSchemaError(NotYetDecodableError):
+    """A Simple protocol DML message arrived before the table schema version it was encoded
+    with (a consumer that started mid-stream: the schema comes with a later BOOTSTRAP or DDL)."""
+
+    def __init__(
+        self, protocol: str, schema: str, table: str, version: int, commit_ts: int
+    ) -> None:
+        super().__init__(
+            protocol,
+            f"no table schema yet for {schema}.{table} at version {version}, at schemaVersion",
+            commit_ts,
+        )
+        self.schema = schema
+        self.table = table
+        self.version = version
+
+
 class LargeMessageError(DecodeError):
     """A message TiCDC cut down for size (``large-message-handle-option``) cannot be made whole:
     its claim-check object is unreadable, or its handle-key-only row cannot be read upstream."""
@@ -93,12 +123,21 @@ class TransientApplyError(ApplyError):
     connections were cut, say): the batch is retried from its staging load."""
 
 
+class LostLeadershipError(ApplyError):
+    """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
+
+
 class DDLError(ApplyError):
     """A DDL cannot be made to run downstream, or the downstream refused it."""
 
 
 class SchemaDriftError(ApplyError):
     """The upstream's changes name a table or column the downstream does not have."""
+
+
+class ReplayRefusedError(TicdcSinkError):
+    """A dead letter cannot be replayed as it stands (it does not decode, or the sink has
+    moved past it)."""
 
 
 class UnreachableError(ServiceError):

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ApplyError, ConfigError, DDLError, TransientApplyError
+from config.errors import ConfigError, DDLError, LostLeadershipError, TransientApplyError
 from config.settings import Settings, SslMode, env_name
 from spark_sink.local_infile import GuardedConnection
 from spark_sink.tls import pymysql_tls
@@ -58,7 +58,7 @@ def connect(settings: Settings, **kwargs: Any) -> pymysql.connections.Connection
     """A connection to the downstream in UTC, with autocommit off unless asked, TLS as the
     ssl-mode says; LOAD DATA LOCAL sends only the file :func:`~spark_sink.local_infile.serving`
     names."""
-    downstream = settings.downstream
+    downstream = settings.downstream.url
     return GuardedConnection(
         host=downstream.host,
         port=downstream.port,
@@ -81,7 +81,7 @@ SSL_CONNECTION_ERROR = 2026
 
 def downstream_problem(settings: Settings, error: BaseException) -> str | None:
     """What a failed connection says about the downstream settings (None: nothing to say)."""
-    downstream = settings.downstream
+    downstream = settings.downstream.url
     where = f"the downstream at {downstream.host}:{downstream.port}"
     setting = env_name("downstream")
     code = error.args[0] if isinstance(error, pymysql.MySQLError) and error.args else None
@@ -251,10 +251,6 @@ CREATE TABLE IF NOT EXISTS {table} (
 """
 
 
-class LostLeadershipError(ApplyError):
-    """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
-
-
 @dataclass(frozen=True)
 class Checkpoint:
     resolved_ts: int
@@ -335,12 +331,6 @@ class CheckpointTable:
         )
 
 
-def applied_resolved_ts(settings: Settings) -> int:
-    """The pipeline's applied resolved ts downstream; 0 before the sink has recorded any."""
-    with CheckpointWatch(settings) as watch:
-        return watch.applied_resolved_ts()
-
-
 class CheckpointWatch:
     """Reads a pipeline's applied resolved ts again and again over one connection.
 
@@ -350,7 +340,7 @@ class CheckpointWatch:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.table = CheckpointTable(settings.meta_db, settings.group)
+        self.table = CheckpointTable(settings.downstream.meta_db, settings.group)
         self._conn: pymysql.connections.Connection | None = None
 
     def applied_resolved_ts(self) -> int:

@@ -31,7 +31,7 @@ def missing_table(settings: Settings, plan: TablePlan, target: str) -> None:
     """The downstream has no table ``target`` for ``plan``: stop, or count its rows dropped."""
     upstream = f"{plan.schema}.{plan.table}"
     rows = len(plan.upserts) + len(plan.deletes)
-    if settings.on_schema_drift is OnSchemaDrift.STOP:
+    if settings.sink.on_schema_drift is OnSchemaDrift.STOP:
         raise SchemaDriftError(
             f"pipeline {settings.group}: {rows} changes of table {upstream} have no table "
             f"downstream ({target} does not exist). {_ways_forward(settings, upstream)}"
@@ -49,7 +49,7 @@ def missing_columns(
     if not missing:
         return []
     upstream = f"{plan.schema}.{plan.table}"
-    if settings.on_schema_drift is OnSchemaDrift.STOP:
+    if settings.sink.on_schema_drift is OnSchemaDrift.STOP:
         shown = ", ".join(repr(m) for m in missing)
         raise SchemaDriftError(
             f"pipeline {settings.group}: table {upstream} has column(s) {shown} upstream that "

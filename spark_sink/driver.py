@@ -85,7 +85,7 @@ class Sink:
         if resolved is None or resolved <= after:
             return checkpoint.resolved_ts
         released = self.staging.release(after, resolved)
-        steps = planned_batches(released, self.settings.batch_rows, resolved)
+        steps = planned_batches(released, self.settings.sink.batch_rows, resolved)
         # A thread reads and plans the next batch while this one is applied (the apply mostly
         # waits on the downstream): one batch applied, one planned, one being read.
         for step in read_ahead(steps, limit=1, chunk=1):
@@ -126,13 +126,13 @@ class Sink:
                 merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
                 break
             except RowRefusedError as refused:
-                if self.settings.on_row_error is OnRowError.STOP:
+                if self.settings.sink.on_row_error is OnRowError.STOP:
                     raise
                 # Dead-lettered before the batch commits: a crash in between redoes the batch,
                 # which finds (and dead-letters) the same rows again.
                 rows: list[RefusedRow] = refused.rows
                 trimmed = self.staging.dead_letters.add_entries(
-                    [row.dead_letter() for row in rows], self.settings.dead_letter_max_entries
+                    [row.dead_letter() for row in rows], self.settings.redis.dead_letter_max_entries
                 )
                 DEAD_LETTERS_TRIMMED.labels(self.settings.group).inc(trimmed)
                 for row in rows:
@@ -187,7 +187,7 @@ class Sink:
                 f"downstream and start the sink again, or run `ticdc-sink skip-ddl --ts "
                 f"{ddl.commit_ts}` (or set TICDC_SINK_ON_DDL_ERROR=skip) and apply it by hand"
             )
-            if self.settings.on_ddl_error is OnDDLError.STOP:
+            if self.settings.sink.on_ddl_error is OnDDLError.STOP:
                 raise DDLError(message) from None
             log.error("%s; skipped (TICDC_SINK_ON_DDL_ERROR=skip)", message)
             DDL_SKIPPED.labels(self.settings.group, "on-ddl-error").inc()
@@ -221,7 +221,7 @@ class Sink:
         try:
             with conn.cursor() as cursor:
                 if query is not None:
-                    execute_ddl(cursor, home, query, self.settings.meta_db)
+                    execute_ddl(cursor, home, query, self.settings.downstream.meta_db)
                 self.applier.checkpoint.advance(
                     cursor,
                     ddl.commit_ts,
@@ -250,7 +250,7 @@ def _wait_for_downstream(settings: Settings) -> None:
     def probe() -> None:
         connect(settings, connect_timeout=3).close()
 
-    wait_for("the downstream", str(settings.downstream), probe, settings.startup_timeout)
+    wait_for("the downstream", str(settings.downstream.url), probe, settings.startup_timeout)
 
 
 def run_sink(settings: Settings, once: bool = False) -> int:
@@ -268,7 +268,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     client = redis_client(settings)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.keys)
-    applier = Applier(settings, router=Router.parse(settings.routes, settings.skip_tables))
+    applier = Applier(settings, router=Router(settings.sink.routes, settings.sink.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     with _unless_stopping(stop, "starting Spark"):
         applier.spark()

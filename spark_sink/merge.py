@@ -156,7 +156,7 @@ class Applier:
     ) -> None:
         self.settings = settings
         self.router = router or Router()
-        self.checkpoint = CheckpointTable(settings.meta_db, settings.group)
+        self.checkpoint = CheckpointTable(settings.downstream.meta_db, settings.group)
         self._spark_factory = spark_factory
         self._spark: Any = None
         self._conn: Any = None
@@ -180,7 +180,7 @@ class Applier:
                 self.dialect = server_dialect(cursor)
                 self.checkpoint.create(cursor)
                 # Multi-table DELETE resolves its alias list in the current database.
-                cursor.execute(f"USE {quote(self.settings.meta_db)}")
+                cursor.execute(f"USE {quote(self.settings.downstream.meta_db)}")
             self._conn.commit()
         return self._conn
 
@@ -199,9 +199,9 @@ class Applier:
             # The group in the name tells pipelines apart on a shared cluster's pages.
             factory = self._spark_factory or (
                 lambda: build_spark(
-                    settings.spark_master,
+                    settings.spark.master,
                     f"ticdc-sink-{settings.group}",
-                    settings.jdbc_jar,
+                    settings.spark.jdbc_jar,
                     pipeline=settings.group,
                 )
             )
@@ -285,7 +285,7 @@ class Applier:
         conn.commit()
         for item in staged:
             # Each Spark load is a job of its own (~0.3-0.5 s here): only big tables pay it back.
-            if len(item.images) >= self.settings.spark_min_rows:
+            if len(item.images) >= self.settings.spark.min_rows:
                 self._load_with_spark(item)
             else:
                 self._load_directly(cursor, item)
@@ -329,7 +329,7 @@ class Applier:
         return _Staged(
             plan,
             table_name(schema, table),
-            table_name(self.settings.meta_db, stage_name),
+            table_name(self.settings.downstream.meta_db, stage_name),
             stage_name,
             columns,
             keyed,
@@ -363,7 +363,7 @@ class Applier:
         if indexed is not None:
             index = f", KEY tcs_probe ({', '.join(c.index_part() for c in indexed)})"
         cursor.execute(
-            f"CREATE TABLE IF NOT EXISTS {table_name(self.settings.meta_db, name)} "
+            f"CREATE TABLE IF NOT EXISTS {table_name(self.settings.downstream.meta_db, name)} "
             f"({definition}, {quote(DELETE_FLAG)} INT UNSIGNED NOT NULL{index}) ENGINE=InnoDB"
         )
         return name
@@ -451,7 +451,7 @@ class Applier:
             self._write_jdbc(item, frame)
 
     def _write_jdbc(self, item: _Staged, frame: Any) -> None:
-        options = jdbc_options(self.settings.downstream, self.settings.meta_db)
+        options = jdbc_options(self.settings.downstream.url, self.settings.downstream.meta_db)
         if self.dialect is not None:
             options.update(self.dialect.spark_write_options())
         try:

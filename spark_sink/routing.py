@@ -10,24 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from config.errors import ConfigError
+from config.settings import Route
 
 
 @dataclass(frozen=True)
 class Router:
-    routes: tuple[tuple[str, str], ...] = ()
-    skips: tuple[str, ...] = field(default=())
+    """Where each upstream table's changes go downstream: the settings' routes and skipped
+    tables (``settings.sink.routes``, ``settings.sink.skip_tables``)."""
 
-    @classmethod
-    def parse(cls, routes: str = "", skips: str = "") -> Router:
-        """From ``TICDC_SINK_ROUTES`` and ``TICDC_SINK_SKIP`` (comma lists)."""
-        pairs = []
-        for rule in filter(None, (r.strip() for r in routes.split(","))):
-            pattern, sep, target = rule.partition("=")
-            if not sep or "." not in pattern or "." not in target:
-                raise ConfigError(f"TICDC_SINK_ROUTES: {rule!r} is not db.table=db.table")
-            pairs.append((pattern.strip(), target.strip()))
-        return cls(tuple(pairs), tuple(s.strip() for s in skips.split(",") if s.strip()))
+    routes: tuple[Route, ...] = ()
+    skips: tuple[str, ...] = field(default=())
 
     def route(self, schema: str, table: str) -> tuple[str, str] | None:
         """The downstream (schema, table), or None when the table is skipped."""

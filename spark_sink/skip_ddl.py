@@ -20,7 +20,7 @@ def request_skip_ddl(settings: Settings, ddl_ts: int) -> str:
     """Record that the DDL at ``ddl_ts`` is to be skipped; returns what was done, to print."""
     if ddl_ts <= 0:
         raise ConfigError(f"skip-ddl --ts {ddl_ts}: a DDL's commit ts is a positive TSO")
-    table = CheckpointTable(settings.meta_db, settings.group)
+    table = CheckpointTable(settings.downstream.meta_db, settings.group)
     conn = connect(settings)
     try:
         with conn.cursor() as cursor:

@@ -50,15 +50,15 @@ def kafka_problem(settings: Settings, error: BaseException) -> str | None:
     """What a failed connection to the first broker says about the settings (None: nothing)."""
     from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
-    where = f"the broker at {settings.kafka.split(',')[0]}"
-    protocol = settings.kafka_security_protocol
-    found = tls_problem(error, env_name("kafka_ssl_ca"), settings.kafka_ssl_ca, where)
+    where = f"the broker at {settings.kafka.bootstrap.split(',')[0]}"
+    protocol = settings.kafka.security_protocol
+    found = tls_problem(error, env_name("kafka_ssl_ca"), settings.kafka.ssl_ca, where)
     if found:
         return found
     if isinstance(error, SaslAuthenticationFailed):
         return (
             f"{env_name('kafka_sasl_username')} / {env_name('kafka_sasl_password')}: {where} "
-            f"refused the {settings.kafka_sasl_mechanism} login of {settings.kafka_sasl_username!r}"
+            f"refused the {settings.kafka.sasl_mechanism} login of {settings.kafka.sasl_username!r}"
         )
     if isinstance(error, KafkaConnectionError | TimeoutError) and not protocol.tls:
         return (
@@ -73,7 +73,7 @@ async def check_kafka(settings: Settings) -> None:
     from aiokafka.conn import create_conn
 
     options = kafka_options(settings)
-    host, port = settings.kafka.split(",")[0].rsplit(":", 1)
+    host, port = settings.kafka.bootstrap.split(",")[0].rsplit(":", 1)
     security: dict[str, Any] = {
         k: v for k, v in options.items() if k not in {"bootstrap_servers"} and v is not None
     }
@@ -91,14 +91,14 @@ async def check_kafka(settings: Settings) -> None:
 
 def redis_problem(settings: Settings, error: BaseException) -> str | None:
     """What a failed PING says about the Redis settings (None: nothing to say)."""
-    parts = urlsplit(settings.redis_url)
+    parts = urlsplit(settings.redis.url)
     where = f"Redis at {parts.hostname}:{parts.port or 6379}"
     if isinstance(error, redis.AuthenticationError):
         return (
             f"{env_name('redis_password')} (or the password in {env_name('redis_url')}): "
             f"{where} refused the login of {parts.username or 'default'!r}"
         )
-    found = tls_problem(error, env_name("redis_ssl_ca"), settings.redis_ssl_ca, where)
+    found = tls_problem(error, env_name("redis_ssl_ca"), settings.redis.ssl_ca, where)
     if found:
         return found
     if isinstance(error, redis.ConnectionError) and parts.scheme == "redis":

@@ -12,31 +12,31 @@ from config.tls import client_context
 
 def kafka_ssl_context(settings: Settings) -> ssl.SSLContext | None:
     """The TLS context of SSL and SASL_SSL (None for plaintext protocols)."""
-    if not settings.kafka_security_protocol.tls:
+    if not settings.kafka.security_protocol.tls:
         return None
     return client_context(
-        ca=settings.kafka_ssl_ca,
-        cert=settings.kafka_ssl_cert,
-        key=settings.kafka_ssl_key,
-        key_password=settings.kafka_ssl_key_password.get_secret_value(),
-        check_hostname=settings.kafka_ssl_check_hostname,
-        setting=env_name("kafka_ssl_cert") if settings.kafka_ssl_cert else env_name("kafka_ssl_ca"),
+        ca=settings.kafka.ssl_ca,
+        cert=settings.kafka.ssl_cert,
+        key=settings.kafka.ssl_key,
+        key_password=settings.kafka.ssl_key_password.get_secret_value(),
+        check_hostname=settings.kafka.ssl_check_hostname,
+        setting=env_name("kafka_ssl_cert") if settings.kafka.ssl_cert else env_name("kafka_ssl_ca"),
     )
 
 
 def kafka_options(settings: Settings, **extra: Any) -> dict[str, Any]:
     """Keyword arguments of an aiokafka client (producer, consumer or admin) for ``settings``."""
     options: dict[str, Any] = {
-        "bootstrap_servers": settings.kafka,
-        "security_protocol": settings.kafka_security_protocol.value,
+        "bootstrap_servers": settings.kafka.bootstrap,
+        "security_protocol": settings.kafka.security_protocol.value,
     }
     context = kafka_ssl_context(settings)
     if context is not None:
         options["ssl_context"] = context
-    if settings.kafka_security_protocol.sasl:
-        options["sasl_mechanism"] = settings.kafka_sasl_mechanism.value
-        options["sasl_plain_username"] = settings.kafka_sasl_username
-        options["sasl_plain_password"] = settings.kafka_sasl_password.get_secret_value()
+    if settings.kafka.security_protocol.sasl:
+        options["sasl_mechanism"] = settings.kafka.sasl_mechanism.value
+        options["sasl_plain_username"] = settings.kafka.sasl_username
+        options["sasl_plain_password"] = settings.kafka.sasl_password.get_secret_value()
     return options | extra
 
 
@@ -44,15 +44,15 @@ def faust_broker(settings: Settings) -> dict[str, Any]:
     """The Faust app's ``broker`` and ``broker_credentials`` for ``settings``."""
     import faust
 
-    servers = [f"kafka://{server}" for server in settings.kafka.split(",")]
+    servers = [f"kafka://{server}" for server in settings.kafka.bootstrap.split(",")]
     credentials: Any = None
     context = kafka_ssl_context(settings)
-    if settings.kafka_security_protocol.sasl:
+    if settings.kafka.security_protocol.sasl:
         credentials = faust.SASLCredentials(
-            username=settings.kafka_sasl_username,
-            password=settings.kafka_sasl_password.get_secret_value(),
+            username=settings.kafka.sasl_username,
+            password=settings.kafka.sasl_password.get_secret_value(),
             ssl_context=context,
-            mechanism=settings.kafka_sasl_mechanism.value,
+            mechanism=settings.kafka.sasl_mechanism.value,
         )
     elif context is not None:
         credentials = faust.SSLCredentials(context)

@@ -45,8 +45,13 @@ class LargeMessages:
     @classmethod
     def from_settings(cls, settings: Settings) -> LargeMessages:
         return cls(
-            ClaimCheckReader(settings.claim_check_storage, settings.claim_check_attempts),
-            UpstreamReader(settings.upstream) if settings.upstream is not None else None,
+            ClaimCheckReader(
+                settings.large_messages.claim_check_storage,
+                settings.large_messages.claim_check_attempts,
+            ),
+            UpstreamReader(settings.large_messages.upstream)
+            if settings.large_messages.upstream is not None
+            else None,
         )
 
     def decode(self, codec: Codec, key: bytes | None, value: bytes) -> list[Event]:

@@ -40,5 +40,5 @@ GLOBAL_RESOLVED = Gauge(
 def serve_metrics(settings: Settings) -> None:
     """Serve ``/metrics`` on ``TICDC_SINK_METRICS_HOST`` when ``TICDC_SINK_METRICS_PORT`` is
     set (0: off)."""
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, addr=settings.metrics_host)
+    if settings.metrics.port:
+        start_http_server(settings.metrics.port, addr=settings.metrics.host)

@@ -13,18 +13,18 @@ def redis_client(settings: Settings, **extra: object) -> redis.Redis:
     """A client of the staging Redis: ``rediss://`` verifies the server against
     TICDC_SINK_REDIS_SSL_CA (the system's CAs when empty) and presents the client certificate;
     ``extra`` are more of redis-py's options (a connect timeout, say)."""
-    url = settings.redis_url
+    url = settings.redis.url
     options: dict[str, object] = dict(extra)
-    password = settings.redis_password.get_secret_value()
+    password = settings.redis.password.get_secret_value()
     if password:
         # redis-py lets a password in the URL win over the keyword: the setting must win.
         url = replace_url_password(url, None)
         options["password"] = password
     if urlsplit(url).scheme == "rediss":
         options["ssl_cert_reqs"] = "required"
-        if settings.redis_ssl_ca:
-            options["ssl_ca_certs"] = settings.redis_ssl_ca
-        if settings.redis_ssl_cert:
-            options["ssl_certfile"] = settings.redis_ssl_cert
-            options["ssl_keyfile"] = settings.redis_ssl_key
+        if settings.redis.ssl_ca:
+            options["ssl_ca_certs"] = settings.redis.ssl_ca
+        if settings.redis.ssl_cert:
+            options["ssl_certfile"] = settings.redis.ssl_cert
+            options["ssl_keyfile"] = settings.redis.ssl_key
     return redis.Redis.from_url(url, **options)

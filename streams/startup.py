@@ -52,7 +52,7 @@ def wait_for_redis(settings: Settings) -> None:
     client = redis_client(settings, socket_connect_timeout=PROBE_TIMEOUT_S)
     try:
         wait_for(
-            "Redis", masked("redis_url", settings.redis_url), client.ping, settings.startup_timeout
+            "Redis", masked("redis_url", settings.redis.url), client.ping, settings.startup_timeout
         )
     finally:
         client.close()
@@ -63,7 +63,7 @@ def wait_for_kafka(settings: Settings) -> None:
 
     def probe() -> None:
         errors = []
-        for server in settings.kafka.split(","):
+        for server in settings.kafka.bootstrap.split(","):
             host, _, port = server.rpartition(":")
             try:
                 socket.create_connection((host.strip("[]"), int(port)), PROBE_TIMEOUT_S).close()
@@ -72,4 +72,4 @@ def wait_for_kafka(settings: Settings) -> None:
                 errors.append(error)
         raise errors[-1]
 
-    wait_for("Kafka", settings.kafka, probe, settings.startup_timeout)
+    wait_for("Kafka", settings.kafka.bootstrap, probe, settings.startup_timeout)

@@ -103,7 +103,7 @@ def tidb_settings(settings: Settings) -> Settings:
     from ticdc_sink.services.tidb_server import TiDBService
 
     address = f"mysql://root@{TiDBService.endpoint}/"
-    return settings.model_copy(update={"downstream": Downstream.parse(address)})
+    return settings.updated({"downstream": Downstream.parse(address)})
 
 
 @pytest.fixture(scope="session")

@@ -110,6 +110,12 @@ def _deadletters(args: argparse.Namespace) -> int:
     return command.run_purge(settings, args.ids, args.yes)
 
 
+def _config(args: argparse.Namespace) -> int:
+    from ticdc_sink.config_command import run_describe
+
+    return run_describe(settings_from(args), as_json=args.json)
+
+
 def _apply(args: argparse.Namespace) -> int:
     from spark_sink.driver import run_sink
 
@@ -139,13 +145,13 @@ def _produce(args: argparse.Namespace) -> int:
     from ticdc_sink.produce import run_produce
 
     settings = checked_settings(args, kafka=True)
-    topic = args.topic or (settings.topics[0] if settings.topics else None)
+    topic = args.topic or (settings.kafka.topics[0] if settings.kafka.topics else None)
     if topic is None:
         raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
     sent, final = run_produce(
         settings,
         topic,
-        args.protocol or settings.protocol.value,
+        args.protocol or settings.kafka.protocol.value,
         args.partitions,
         args.transactions,
         args.seed,
@@ -297,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_deadletters(commands)
 
+    config = commands.add_parser(
+        "config", help="describe every setting: its variable, its value here, what it means"
+    )
+    config.add_argument("action", choices=["describe"])
+    config.add_argument("--json", action="store_true", help="print one JSON document")
+    config.set_defaults(handler=_config)
+
     demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
     demo.set_defaults(handler=_demo)
 
@@ -342,7 +355,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
     """The settings for this invocation (``--config`` plus the environment); logging from
     then on is in their level and format, each record naming the pipeline."""
     settings = load_settings(args.config)
-    configure_logging(settings.log_level, settings.log_format, settings.group)
+    configure_logging(settings.logging.level, settings.logging.format, settings.group)
     return settings
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import orjson
 
-from config.errors import ConfigError, DecodeError, TicdcSinkError
+from config.errors import ConfigError, DecodeError, NotYetDecodableError, ReplayRefusedError
 from config.settings import Settings
 from streams.codecs import codec_for
 from streams.large_messages import LargeMessages
@@ -28,11 +28,6 @@ from ticdc_sink.status_command import read_checkpoint
 LIST_ERROR_CHARS = 80
 # Entries a listing shows unless told otherwise.
 DEFAULT_LIST_LIMIT = 20
-
-
-class ReplayRefusedError(TicdcSinkError):
-    """A dead letter cannot be replayed as it stands (it does not decode, or the sink has
-    moved past it)."""
 
 
 def _store(settings: Settings) -> tuple[Staging, DeadLetters]:
@@ -107,11 +102,11 @@ def run_replay(
     letter = _letter(store, entry, settings.group)
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
-    codec = codec_for(settings.protocol, staging.schema_store())
+    codec = codec_for(settings.kafka.protocol, staging.schema_store())
     try:
         # Made whole as the worker makes it: claim checks read, handle-key-only rows fetched.
         events = LargeMessages.from_settings(settings).decode(codec, key or None, value)
-    except DecodeError as error:
+    except (DecodeError, NotYetDecodableError) as error:
         raise ReplayRefusedError(f"dead letter {entry} still does not decode: {error}") from None
     if any(isinstance(e, DDLEvent) for e in events):
         raise ReplayRefusedError(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from config.errors import DecodeError
+from config.errors import DecodeError, NotYetDecodableError
 from streams.codecs import Codec, codec_for
 from streams.codecs.event_json import event_json
 
@@ -66,7 +66,7 @@ def run_decode(
         key = _read(key_paths[index]) if key_paths and key_paths[index] else None
         try:
             events = codec.decode(key, _read(path))
-        except DecodeError as exc:
+        except (DecodeError, NotYetDecodableError) as exc:
             return _fail(path, exc)
         for event in events:
             out.write(orjson.dumps(event_json(event)) + b"\n")
@@ -77,7 +77,7 @@ def run_decode(
                 partition_codec = codecs.setdefault(partition, codec_for(protocol))
                 try:
                     events = partition_codec.decode(key, value)
-                except DecodeError as exc:
+                except (DecodeError, NotYetDecodableError) as exc:
                     return _fail(f"{path}: line {number}", exc)
                 for event in events:
                     line = {**event_json(event), "partition": partition}

@@ -32,7 +32,7 @@ DEMO_TIMEOUT_S = 300
 def run_demo(settings: Settings) -> int:
     """Run the demo; exit code 0 when the downstream matches the upstream state."""
     name = f"demo_{uuid.uuid4().hex[:8]}"
-    demo = settings.model_copy(update={"group": name, "topics": (name,)})
+    demo = settings.updated({"group": name, "topics": (name,)})
     expected = Path(".ticdc-sink") / f"{name}.expected.json"
     print(f"producing a TiCDC Open Protocol stream to topic {name} ({DEMO_PARTITIONS} partitions)")
     sent, final = run_produce(

@@ -47,10 +47,10 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
 
     ``dry_run`` shows what would change and changes nothing; otherwise the operator confirms
     (``assume_yes``, or a prompt on a terminal)."""
-    if not settings.topics:
+    if not settings.kafka.topics:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics the workers consume")
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        table = CheckpointTable(settings.meta_db, settings.group)
+        table = CheckpointTable(settings.downstream.meta_db, settings.group)
         table.create(cursor)
         checkpoint = table.read(cursor)
     offsets = checkpoint.offsets if checkpoint else {}
@@ -115,7 +115,7 @@ async def _plan_rewind(settings: Settings, offsets: dict[str, int]) -> list[Rewi
                 "stop every worker first, or they would stage on from where they are"
             )
         targets: dict[KafkaTP, int] = {}
-        for topic in await admin.describe_topics(list(settings.topics)):
+        for topic in await admin.describe_topics(list(settings.kafka.topics)):
             if topic["error_code"]:
                 raise ConfigError(f"TICDC_SINK_TOPICS: topic {topic['topic']!r} not found")
             for partition in topic["partitions"]:

@@ -24,14 +24,14 @@ def read_checkpoint(settings: Settings) -> int | None:
     :class:`ServiceError` when the downstream cannot be read."""
     try:
         with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-            found = CheckpointTable(settings.meta_db, settings.group).read(cursor)
+            found = CheckpointTable(settings.downstream.meta_db, settings.group).read(cursor)
     except pymysql.MySQLError as error:
         if error.args and error.args[0] in NOT_YET_CREATED:
             return None
         raise ServiceError(
             f"cannot read the checkpoint of pipeline {settings.group!r} from the downstream "
-            f"{settings.downstream} (TICDC_SINK_DOWNSTREAM, meta database "
-            f"{settings.meta_db!r}): {error}"
+            f"{settings.downstream.url} (TICDC_SINK_DOWNSTREAM, meta database "
+            f"{settings.downstream.meta_db!r}): {error}"
         ) from error
     return found.resolved_ts if found else None
 

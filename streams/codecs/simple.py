@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from config.errors import DecodeError, EncodeError
+from config.errors import DecodeError, EncodeError, MissingSchemaError
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
 from streams.codecs.simple_schema import (
@@ -62,23 +62,6 @@ _ACTION_TYPES |= dict.fromkeys((5, 6, 12, 13, 15, 17, 18, 19, 20, 22, 23), "ALTE
 _AVRO_NAMESPACE = "com.pingcap.simple.avro."
 # A stand-in type for a column a schema-less decode knows nothing of.
 _UNTYPED = column_type(MySQLType.VARCHAR)
-
-
-class MissingSchemaError(DecodeError):
-    """A DML message arrived before the schema version it was encoded with."""
-
-    def __init__(
-        self, protocol: str, schema: str, table: str, version: int, commit_ts: int
-    ) -> None:
-        super().__init__(
-            protocol,
-            f"no table schema yet for {schema}.{table} at version {version}",
-            where="schemaVersion",
-        )
-        self.schema = schema
-        self.table = table
-        self.version = version
-        self.commit_ts = commit_ts
 
 
 def _uint64(value: Any, field: str) -> int:

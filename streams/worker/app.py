@@ -65,7 +65,7 @@ async def _record_partition_counts(settings: Settings, staging: Staging) -> None
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
-        for description in await admin.describe_topics(list(settings.topics)):
+        for description in await admin.describe_topics(list(settings.kafka.topics)):
             if description["error_code"]:
                 raise ConfigError(f"TICDC_SINK_TOPICS: topic {description['topic']!r} not found")
             staging.set_partition_count(description["topic"], len(description["partitions"]))
@@ -79,7 +79,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
 
     from streams.transport import ChunkTransport
 
-    if not settings.topics:
+    if not settings.kafka.topics:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
     app = faust.App(
         settings.group,
@@ -87,8 +87,8 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         key_serializer="raw",
         value_serializer="raw",
         processing_guarantee="at_least_once",
-        broker_session_timeout=settings.session_timeout,
-        broker_heartbeat_interval=settings.session_timeout / HEARTBEATS_PER_SESSION,
+        broker_session_timeout=settings.kafka.session_timeout,
+        broker_heartbeat_interval=settings.kafka.session_timeout / HEARTBEATS_PER_SESSION,
         broker_commit_interval=COMMIT_INTERVAL_S,
         broker_commit_every=COMMIT_EVERY,
         consumer_auto_offset_reset="earliest",
@@ -97,31 +97,31 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         store="memory://",
         # Faust wants a data folder even with in-memory tables; keep it out of the working dir.
         datadir=str(Path(tempfile.gettempdir()) / f"ticdc-sink-faust-{settings.group}"),
-        web_enabled=settings.web_port != 0,
-        web_port=settings.web_port or DEFAULT_WEB_PORT,
-        web_bind=settings.metrics_host,
-        web_host=settings.metrics_host,
+        web_enabled=settings.worker.web_port != 0,
+        web_port=settings.worker.web_port or DEFAULT_WEB_PORT,
+        web_bind=settings.metrics.host,
+        web_host=settings.metrics.host,
     )
     app.transport = ChunkTransport(app.conf.broker_consumer, app)
-    if settings.protocol is Protocol.CANAL_JSON:
+    if settings.kafka.protocol is Protocol.CANAL_JSON:
         log.warning(
             "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
             "its commit ts go to the dead letters, and without its watermarks nothing is released"
         )
-    if settings.protocol is Protocol.DEBEZIUM and not settings.resolve_when_idle:
+    if settings.kafka.protocol is Protocol.DEBEZIUM and not settings.worker.resolve_when_idle:
         log.warning(
             "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "
             "TICDC_SINK_RESOLVE_WHEN_IDLE (seconds) no partition's watermark moves and "
             "nothing is released"
         )
-    topic = app.topic(*settings.topics, key_type=bytes, value_type=bytes)
+    topic = app.topic(*settings.kafka.topics, key_type=bytes, value_type=bytes)
     staging = (staging_factory or (lambda: _staging(settings)))()
     stager = MessageStager(
         staging,
-        codec_for(settings.protocol, staging.schema_store()),
-        settings.on_error,
+        codec_for(settings.kafka.protocol, staging.schema_store()),
+        settings.worker.on_error,
         LargeMessages.from_settings(settings),
-        dead_letter_max=settings.dead_letter_max_entries,
+        dead_letter_max=settings.redis.dead_letter_max_entries,
     )
     progress = Progress()
     # One per service for the whole worker: an outage is logged once, whoever meets it first.
@@ -152,15 +152,15 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             if resolved is not None:
                 GLOBAL_RESOLVED.labels(settings.group).set(tso_seconds(resolved))
 
-    if settings.resolve_when_idle:
+    if settings.worker.resolve_when_idle:
         quiet = QuietClock()
 
-        @app.timer(interval=idle_check_interval(settings.resolve_when_idle))
+        @app.timer(interval=idle_check_interval(settings.worker.resolve_when_idle))
         async def resolve_idle_partitions() -> None:
             with _skip_tick_without_redis(redis_outage, "resolving quiet partitions"):
-                await _resolve_idle(app, staging, stager, quiet, settings.resolve_when_idle)
+                await _resolve_idle(app, staging, stager, quiet, settings.worker.resolve_when_idle)
 
-    @app.timer(interval=settings.progress_interval)
+    @app.timer(interval=settings.worker.progress_interval)
     async def report_progress() -> None:
         with _skip_tick_without_redis(redis_outage, "reporting progress"):
             resolved = staging.global_resolved_ts()
@@ -186,7 +186,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
             app,
             stager,
             functools.partial(_wait_for_room, app, settings, staging),
-            decode_threads=settings.decode_threads,
+            decode_threads=settings.worker.decode_threads,
             redis_outage=redis_outage,
         )
         try:
@@ -282,7 +282,7 @@ async def _wait_for_room(app: Any, settings: Settings, staging: Staging) -> None
     """
     while not app.should_stop:
         rows, size = staging.staged_totals()
-        if rows < settings.max_staged_rows and size < settings.max_staged_bytes:
+        if rows < settings.worker.max_staged_rows and size < settings.worker.max_staged_bytes:
             return
         if not staging.releasable():
             return
@@ -295,7 +295,7 @@ def _staging(settings: Settings) -> Staging:
 
 def run_worker(settings: Settings) -> int:
     """Run a worker until it is stopped (SIGTERM/SIGINT)."""
-    _use_event_loop(settings.event_loop)
+    _use_event_loop(settings.worker.event_loop)
     from faust.worker import Worker
 
     wait_for_redis(settings)

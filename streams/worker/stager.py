@@ -15,10 +15,9 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.errors import DecodeError
+from config.errors import DecodeError, NotYetDecodableError
 from config.settings import DEFAULT_DEAD_LETTER_MAX_ENTRIES, OnError
 from streams.codecs import Codec
-from streams.codecs.simple import MissingSchemaError
 from streams.large_messages import LargeMessages
 from streams.metrics import (
     DEAD_LETTERS,
@@ -196,7 +195,7 @@ class MessageStager:
             for held in self.store.held():
                 try:
                     events = self.large_messages.decode(self.codec, held.key, held.value)
-                except MissingSchemaError:
+                except NotYetDecodableError:
                     continue
                 self.store.stage_held(held, [e for e in events if isinstance(e, RowChange)])
                 staged += 1
@@ -227,7 +226,7 @@ class MessageStager:
         tp, offset, key, value = record
         try:
             events = self.large_messages.decode(self.codec, key, value or b"")
-        except MissingSchemaError as missing:
+        except NotYetDecodableError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             round_trip.hold(tp, offset, key, value or b"", missing.commit_ts)
             return StagedMessage(offset), False, 0

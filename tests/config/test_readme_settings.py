@@ -1,11 +1,12 @@
-"""The README's settings table and the settings model name the same variables."""
+"""The README's settings tables and the settings model name the same variables, under the same
+groups and TOML keys, and say the same of each: a setting's description is its README meaning."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from config.settings import ENV_PREFIX, Settings, env_name
+from config.settings import ENV_PREFIX, SETTINGS, load_settings
 from streams.native import NATIVE_ENV
 from ticdc_sink.services.base import STATE_DIR_ENV
 
@@ -32,6 +33,21 @@ def documented_variables(readme: str) -> set[str]:
     return names
 
 
+def readme_rows(readme: str) -> dict[str, tuple[str, str, str]]:
+    """Each setting row of the Configuration tables: variable -> (the group its heading names,
+    its TOML key, its meaning)."""
+    section = readme.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, tuple[str, str, str]] = {}
+    heading = ""
+    for line in section.splitlines():
+        if line.startswith("### "):
+            heading = line.removeprefix("### ").split()[0].strip("[]:`")
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        if len(cells) == 4 and _CELL_NAME.fullmatch(cells[0]):
+            rows[cells[0].strip("`")] = (heading, cells[1].strip("`"), cells[3])
+    return rows
+
+
 def sibling(head: str, suffix: str) -> str:
     """``head`` with as many of its last words as ``suffix`` has replaced by ``suffix``:
     `TICDC_SINK_DOWNSTREAM_SSL_MODE` and `_SSL_CA` make `TICDC_SINK_DOWNSTREAM_SSL_CA`."""
@@ -41,7 +57,7 @@ def sibling(head: str, suffix: str) -> str:
 
 def test_every_setting_is_in_the_readme_table_and_every_row_is_a_setting() -> None:
     documented = documented_variables(README.read_text())
-    fields = {env_name(name) for name in Settings.model_fields}
+    fields = {doc.variable for doc in SETTINGS}
     assert fields - documented == set(), "settings missing from the README's table"
     assert documented - fields - PROCESS_VARIABLES == set(), "README rows that are no setting"
 
@@ -60,3 +76,40 @@ def test_a_row_with_a_sibling_documents_both() -> None:
         ENV_PREFIX + "DOWNSTREAM_SSL_MODE",
         ENV_PREFIX + "DOWNSTREAM_SSL_CA",
     }
+
+
+def test_every_setting_is_described() -> None:
+    undescribed = [doc.variable for doc in SETTINGS if len(doc.description.split()) < 2]
+    assert undescribed == []
+
+
+def test_the_readme_gives_each_setting_its_group_key_and_description() -> None:
+    rows = readme_rows(README.read_text())
+    for doc in SETTINGS:
+        group, key, meaning = rows[doc.variable]
+        assert group == (doc.group or "pipeline"), doc.variable
+        assert key == ".".join(doc.path), doc.variable
+        assert meaning == doc.description, doc.variable
+
+
+def test_a_row_is_read_with_its_heading_key_and_meaning() -> None:
+    table = (
+        "\n## Configuration\n### [kafka] Kafka: x\n| variable | TOML key | default | meaning |\n"
+        "|---|---|---|---|\n| `TICDC_SINK_KAFKA` | `kafka.bootstrap` | `h:1` | servers, a list |\n"
+        "## Next\n"
+    )
+    assert readme_rows(table) == {
+        ENV_PREFIX + "KAFKA": ("kafka", "kafka.bootstrap", "servers, a list")
+    }
+
+
+def test_the_readmes_toml_example_reads(tmp_path: Path) -> None:
+    section = README.read_text().split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    example = tmp_path / "sink.toml"
+    example.write_text(section.split("```toml\n", 1)[1].split("```", 1)[0])
+    settings = load_settings(example, environ={})
+    assert (settings.group, settings.kafka.bootstrap, settings.sink.batch_rows) == (
+        "orders",
+        "broker-1:9092",
+        100_000,
+    )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from config.settings import Settings
+from config.settings import Settings, parse_routes
 from spark_sink.downstream import LostLeadershipError, connect
 from spark_sink.driver import Sink
 from spark_sink.leader import LeaderLock
@@ -51,9 +51,7 @@ def scratch_db(downstream_settings: Settings, unique: str) -> Any:
 
 @pytest.fixture
 def pipeline(downstream_settings: Settings, unique: str, redis_client: Any) -> Any:
-    configured = downstream_settings.model_copy(
-        update={"group": unique, "meta_db": f"{unique}_meta"}
-    )
+    configured = downstream_settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
     staging = Staging(redis_client, unique)
     staging.set_partition_count("topic", 1)
     applier = Applier(configured)
@@ -119,7 +117,7 @@ def test_every_type_round_trips(
     applier.load_data_local = path == "load-data"
     if path == "spark":
         spark = request.getfixturevalue("spark")
-        through = settings.model_copy(update={"spark_min_rows": 0})
+        through = settings.updated({"spark_min_rows": 0})
         applier = Applier(through, spark_factory=lambda: spark)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
@@ -289,7 +287,9 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
     with pytest.raises(RuntimeError):
         applier.apply(second, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "a")]
-    checkpoint = query(settings, f"SELECT resolved_ts FROM `{settings.meta_db}`.`checkpoint`")
+    checkpoint = query(
+        settings, f"SELECT resolved_ts FROM `{settings.downstream.meta_db}`.`checkpoint`"
+    )
     assert checkpoint == [(TS + 1,)]
     applier.before_commit = None
     applier.apply(second, TS + 2, 0, {})
@@ -299,7 +299,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 @ON_EVERY_SERVER
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
-    through = settings.model_copy(update={"spark_min_rows": 0})
+    through = settings.updated({"spark_min_rows": 0})
     applier = Applier(through, spark_factory=lambda: spark)
     _keyed_table(settings, scratch_db)
     rows = [
@@ -341,7 +341,9 @@ def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: b
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, _ = pipeline
-    applier = Applier(settings, router=Router.parse(f"up.t={scratch_db}.t", "up.skipped"))
+    applier = Applier(
+        settings, router=Router(parse_routes(f"up.t={scratch_db}.t"), ("up.skipped",))
+    )
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, "up", "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),
@@ -407,7 +409,7 @@ def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
     settings, _staging, applier = pipeline
     if path == "spark":
         spark = request.getfixturevalue("spark")
-        applier = Applier(settings.model_copy(update={"spark_min_rows": 0}), lambda: spark)
+        applier = Applier(settings.updated({"spark_min_rows": 0}), lambda: spark)
     query(settings, f"CREATE TABLE `{scratch_db}`.`n` (a INT, b VARCHAR(8), f FLOAT)")
     columns = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
     columns["f"] = column_type(4, NULLABLE)

@@ -53,7 +53,7 @@ class Upstream:
 
 @pytest.fixture
 def pipeline(settings: Settings, unique: str, redis_client: Any) -> Iterator[Any]:
-    configured = settings.model_copy(update={"group": unique, "meta_db": f"{unique}_meta"})
+    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
     staging = Staging(redis_client, unique)
     staging.set_partition_count("topic", 1)
     yield configured, staging, Upstream(staging)
@@ -65,8 +65,8 @@ def pipeline(settings: Settings, unique: str, redis_client: Any) -> Iterator[Any
 
 
 def sink_for(settings: Settings, staging: Staging, **changes: Any) -> Sink:
-    configured = settings.model_copy(update=changes)
-    router = Router.parse(configured.routes, configured.skip_tables)
+    configured = settings.updated(changes)
+    router = Router(configured.sink.routes, configured.sink.skip_tables)
     return Sink(configured, staging, Applier(configured, router=router))
 
 
@@ -101,7 +101,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     message = str(stopped.value)
     for part in (unique, str(ts), repr(missing), "CREATE TABLE t2", "1049", "skip-ddl --ts"):
         assert part in message
-    assert tables_of(settings, settings.meta_db) == {"checkpoint"}
+    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
     assert sink.checkpoint().ddl_ts == 0
     # A restart meets it again (the batch before it committed up to its ts): never lost.
     with pytest.raises(DDLError):
@@ -114,7 +114,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     assert sink.checkpoint().ddl_ts == later
     assert skipped(unique, "skip-ddl") == before + 1
     assert tables_of(settings, missing) == set()
-    assert tables_of(settings, settings.meta_db) == {"checkpoint"}
+    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
 
 
 def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) -> None:
@@ -214,7 +214,7 @@ def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> No
     database = f"{unique}_up"
     applied = upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
     assert sink_for(settings, staging).run_once() == applied
-    env = {"TICDC_SINK_GROUP": unique, "TICDC_SINK_META_DB": settings.meta_db}
+    env = {"TICDC_SINK_GROUP": unique, "TICDC_SINK_META_DB": settings.downstream.meta_db}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)

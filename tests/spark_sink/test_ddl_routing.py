@@ -5,11 +5,14 @@ from __future__ import annotations
 import pytest
 
 from config.errors import DDLError
+from config.settings import parse_routes, parse_table_patterns
 from spark_sink.ddl_routing import named_database, route_ddl
 from spark_sink.ddl_text import is_database_ddl
 from spark_sink.routing import Router
 
-ROUTER = Router.parse("app.orders=arch.orders_v2,app.*=replica.*", "app.tmp_*")
+ROUTER = Router(
+    parse_routes("app.orders=arch.orders_v2,app.*=replica.*"), parse_table_patterns("app.tmp_*")
+)
 
 # (DDL run upstream in `app`, the database it runs in downstream, the text downstream).
 CASES = [
@@ -76,7 +79,7 @@ def test_names_inside_ddl_are_routed(query: str, home: str | None, routed: str) 
 
 def test_without_routes_the_text_is_untouched() -> None:
     query = "RENAME TABLE a TO b"
-    assert route_ddl(query, "app", Router.parse("", "app.tmp_*"), "app") is query
+    assert route_ddl(query, "app", Router(skips=parse_table_patterns("app.tmp_*")), "app") is query
 
 
 def test_a_statement_whose_names_cannot_be_found_is_refused() -> None:
@@ -99,7 +102,7 @@ def test_database_statements_are_told_apart() -> None:
 def test_schema_routes_move_only_whole_databases() -> None:
     assert ROUTER.route_schema("app") == "replica"
     assert ROUTER.route_schema("other") == "other"
-    assert Router.parse("app.t=arch.t").route_schema("app") == "app"
+    assert Router(parse_routes("app.t=arch.t")).route_schema("app") == "app"
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ TS = 449_200_000_000_000_000
 
 @pytest.fixture
 def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
-    configured = settings.model_copy(update={"group": unique, "meta_db": f"{unique}_meta"})
+    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
     staging.set_partition_count("topic", 1)
     yield configured
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:

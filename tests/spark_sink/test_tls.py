@@ -21,7 +21,7 @@ def authority(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-unty
 def _downstream(query: str):  # type: ignore[no-untyped-def]
     return load_settings(
         environ={"TICDC_SINK_DOWNSTREAM": f"mysql://u:pw@db:3306/{query}"}
-    ).downstream
+    ).downstream.url
 
 
 def test_disabled_and_preferred() -> None:

@@ -62,7 +62,7 @@ def test_sasl_ssl_kafka_verifies_the_broker_and_logs_in(authority, tmp_path: Pat
     assert credentials.mechanism.value == "SCRAM-SHA-256"
     assert credentials.protocol.value == "SASL_SSL"
     assert "pw" not in repr(credentials)
-    unchecked = settings.model_copy(update={"kafka_ssl_check_hostname": False})
+    unchecked = settings.updated({"kafka_ssl_check_hostname": False})
     assert not kafka_options(unchecked)["ssl_context"].check_hostname
 
 

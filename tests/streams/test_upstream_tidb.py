@@ -186,7 +186,7 @@ def commits(
 
 @pytest.fixture
 def reader(tidb_settings: Settings) -> Iterator[UpstreamReader]:
-    upstream = UpstreamReader(tidb_settings.downstream)
+    upstream = UpstreamReader(tidb_settings.downstream.url)
     yield upstream
     if upstream._conn is not None:
         upstream._conn.close()

@@ -22,8 +22,8 @@ def pipeline(
 ) -> Iterator[Settings]:
     """The settings of a pipeline of this test's own (group, topic, meta database), whose Redis
     keys, databases and process logs are deleted afterwards."""
-    configured = settings.model_copy(
-        update={"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
+    configured = settings.updated(
+        {"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
     )
     yield configured
     if call_failed():

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from config.settings import Settings
+from spark_sink.downstream import CheckpointWatch
 from streams.staging import Staging
 from ticdc_sink.verify import verify
 
@@ -23,13 +24,19 @@ TOPIC_PARTITIONS = 2
 PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
 
 
+def applied_resolved_ts(settings: Settings) -> int:
+    """The pipeline's applied resolved ts downstream; 0 before the sink has recorded any."""
+    with CheckpointWatch(settings) as watch:
+        return watch.applied_resolved_ts()
+
+
 def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
     """The environment of a worker or sink of the pipeline ``settings`` names."""
     return {
         **os.environ,
         "TICDC_SINK_GROUP": settings.group,
-        "TICDC_SINK_TOPICS": ",".join(settings.topics),
-        "TICDC_SINK_META_DB": settings.meta_db,
+        "TICDC_SINK_TOPICS": ",".join(settings.kafka.topics),
+        "TICDC_SINK_META_DB": settings.downstream.meta_db,
         "TICDC_SINK_PROTOCOL": protocol,
         "TICDC_SINK_WEB_PORT": "0",
         # A killed worker's partitions move after this: Kafka's minimum, to keep tests short.
@@ -59,7 +66,7 @@ def start_worker(
 ) -> subprocess.Popen[bytes]:
     """A worker of pipeline ``group`` reading ``topic`` (Open Protocol unless ``extra`` says
     otherwise), in a session of its own, its output discarded."""
-    configured = settings.model_copy(update={"group": group, "topics": (topic,)})
+    configured = settings.updated({"group": group, "topics": (topic,)})
     return spawn("worker", pipeline_env(configured, "open", **extra), Path(os.devnull))
 
 

@@ -131,3 +131,24 @@ def test_purge_asks_unless_told_yes(
     assert pipeline.dead_letters.count() == 1
     assert main(["deadletters", "purge", "--yes"]) == 0
     assert pipeline.dead_letters.count() == 0
+
+
+def test_a_replay_still_waiting_for_its_schema_is_refused_in_one_line(
+    pipeline: Staging,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    entry = _dead_letter(pipeline, tmp_path)
+    capsys.readouterr()
+    # A Simple DML whose table schema Redis does not hold: the hold signal, refused by name.
+    monkeypatch.setenv("TICDC_SINK_PROTOCOL", "simple")
+    (tmp_path / "dml").write_bytes(
+        b'{"version":1,"database":"shop","table":"orders","type":"INSERT","commitTs":5,'
+        b'"schemaVersion":7,"data":{"id":"1"}}'
+    )
+    assert main(["deadletters", "replay", entry, "--value", str(tmp_path / "dml")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "still does not decode" in err and "no table schema yet for shop.orders" in err
+    assert pipeline.dead_letters.count() == 1

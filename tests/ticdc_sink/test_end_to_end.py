@@ -19,7 +19,6 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.kafka_client import kafka_options
@@ -27,6 +26,7 @@ from streams.redis_client import redis_client
 from streams.staging import Keys, Staging
 from tests.ticdc_sink.pipelines import (
     PROCESS_LOGS,
+    applied_resolved_ts,
     assert_replicated,
     pipeline_env,
     pipeline_running,
@@ -57,7 +57,7 @@ def _second_workload(
 ) -> tuple[int, int]:
     """A workload produced after commit ts ``after``, in a database of its own."""
     return run_produce(
-        settings, settings.topics[0], "open", PARTITIONS, 80, seed=seed, expected=expected,
+        settings, settings.kafka.topics[0], "open", PARTITIONS, 80, seed=seed, expected=expected,
         schema=schema, start_ts=after,
     )  # fmt: skip
 

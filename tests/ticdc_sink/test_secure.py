@@ -267,8 +267,8 @@ def test_a_wrong_ca_password_or_plaintext_fails_at_start_naming_the_setting(
         env["TICDC_SINK_REDIS_URL"] = env["TICDC_SINK_REDIS_URL"].replace("rediss://", "redis://")
     else:
         env["TICDC_SINK_DOWNSTREAM"] = (
-            f"mysql://ticdc@{secure_settings.downstream.host}:"
-            f"{secure_settings.downstream.port}/?ssl-mode=disabled"
+            f"mysql://ticdc@{secure_settings.downstream.url.host}:"
+            f"{secure_settings.downstream.url.port}/?ssl-mode=disabled"
         )
     for name in _TLS_SETTINGS.get(service, ()) if problem == "plaintext" else ():
         env.pop(name)
@@ -296,9 +296,7 @@ def test_scram_sha_256_logs_in_as_well(secure_settings: Settings) -> None:
 
     from streams.connectivity import check_kafka
 
-    settings = secure_settings.model_copy(
-        update={"kafka_sasl_mechanism": SaslMechanism.SCRAM_SHA_256}
-    )
+    settings = secure_settings.updated({"kafka_sasl_mechanism": SaslMechanism.SCRAM_SHA_256})
 
     async def topics() -> Any:
         await check_kafka(settings)
@@ -320,7 +318,7 @@ def test_spark_loads_over_jdbc_with_the_client_certificate(
     with downstream_connect(secure_settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{unique}`")
     try:
-        options = jdbc_options(secure_settings.downstream, unique)
+        options = jdbc_options(secure_settings.downstream.url, unique)
         assert "password" not in options["url"] and "keyStorePassword" not in options["url"]
         frame = spark.createDataFrame([(i, f"row {i}") for i in range(50)], "id INT, name STRING")
         frame.write.format("jdbc").options(**options, dbtable="tls_rt").mode("overwrite").save()

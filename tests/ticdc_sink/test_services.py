@@ -96,7 +96,7 @@ def test_spark_writes_and_reads_mariadb_over_jdbc(
 ) -> None:
     from spark_sink.session import jdbc_options
 
-    options = jdbc_options(settings.downstream, scratch_db)
+    options = jdbc_options(settings.downstream.url, scratch_db)
     frame = spark.createDataFrame([(i, f"row {i}") for i in range(100)], "id INT, name STRING")
     frame.write.format("jdbc").options(**options, dbtable="spark_rt").mode("overwrite").save()
 

@@ -18,9 +18,9 @@ import pytest
 
 from config.errors import ServiceError
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts
 from tests.conftest import service_missing
 from tests.ticdc_sink.pipelines import (
+    applied_resolved_ts,
     assert_replicated,
     pipeline_env,
     pipeline_running,

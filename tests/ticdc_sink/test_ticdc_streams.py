@@ -19,10 +19,16 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts, connect
+from spark_sink.downstream import connect
 from streams.codecs import KafkaMessage
 from streams.staging import Keys
-from tests.ticdc_sink.pipelines import pipeline_env, pipeline_running, spawn, stop
+from tests.ticdc_sink.pipelines import (
+    applied_resolved_ts,
+    pipeline_env,
+    pipeline_running,
+    spawn,
+    stop,
+)
 from ticdc_sink.produce import send
 from ticdc_sink.truth import TableRows, differences, read_tables, run_workload
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from config.errors import DecodeError
+from config.errors import DecodeError, NotYetDecodableError
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
@@ -56,10 +56,12 @@ class _Pair:
             return decoder.try_decode(value)  # type: ignore[no-any-return]
         return decoder.decode(value)  # type: ignore[no-any-return]
 
-    def python(self, key: bytes | None, value: bytes) -> list[Event] | DecodeError:
+    def python(
+        self, key: bytes | None, value: bytes
+    ) -> list[Event] | DecodeError | NotYetDecodableError:
         try:
             return self.python_codec.decode(key, value)  # type: ignore[no-any-return]
-        except DecodeError as error:
+        except (DecodeError, NotYetDecodableError) as error:
             return error
 
     def agree(self, key: bytes | None, value: bytes) -> bool:
@@ -68,7 +70,7 @@ class _Pair:
         events = self.native(key, value)
         if events is None:
             # The codec's own Python path keeps its state (Simple schemas, layouts) in step.
-            with contextlib.suppress(DecodeError):
+            with contextlib.suppress(DecodeError, NotYetDecodableError):
                 self.native_codec.decode(key, value)
             return False
         # Equal, or equal as text: a fuzzed float may be NaN, which equals nothing.

@@ -18,8 +18,8 @@ from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
 from streams.worker.app import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
+from tests.workload import make_rows
 from ticdc_sink.produce import send
-from ticdc_sink.workload import make_rows
 
 pytestmark = pytest.mark.integration
 
@@ -213,8 +213,8 @@ def test_a_debezium_worker_without_resolve_when_idle_warns_once_at_start(
     from config.settings import Protocol
     from streams.worker.app import build_app
 
-    debezium = settings.model_copy(
-        update={"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
+    debezium = settings.updated(
+        {"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
     )
     with caplog.at_level(logging.WARNING, logger="ticdc_sink.worker"):
         build_app(debezium, lambda: staging)

@@ -261,3 +261,15 @@ def test_dead_letters_are_queued_with_their_batch_and_kept_to_the_cap() -> None:
     # Dead-lettered offsets count as staged: a replay does not dead-letter them again.
     assert store.offsets == {TP: 2}
     assert stager.dead_letters == 3
+
+
+def test_a_dml_before_its_schema_is_held_even_where_bad_input_halts() -> None:
+    _, dml, watermark, _ = _simple_messages()
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("simple"), OnError.HALT)
+    # The hold signal is no DecodeError: halting on bad input does not stop on it, nor is it
+    # ever a dead letter.
+    stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    assert [held.offset for held in store.held_messages] == [0]
+    assert store.dead == []
+    assert store.offsets[TP] == 1

@@ -1,4 +1,4 @@
-"""A seeded workload of realistic rows: 10 columns of the common MySQL types (demo, benchmarks)."""
+"""A seeded workload of realistic rows: 10 columns of the common MySQL types (tests, benchmarks)."""
 
 from __future__ import annotations
 
