@@ -111,7 +111,7 @@ def _deadletters(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from spark_sink.driver import run_sink
+    from spark_sink.sink import run_sink
 
     return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 

@@ -10,7 +10,7 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.downstream import LostLeadershipError, connect
-from spark_sink.driver import Sink
+from spark_sink.sink import Sink
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch

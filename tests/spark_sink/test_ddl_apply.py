@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 from config.errors import DDLError, SchemaDriftError
 from config.settings import OnDDLError, OnSchemaDrift, Settings
 from spark_sink.downstream import connect
-from spark_sink.driver import Sink
+from spark_sink.sink import Sink
 from spark_sink.merge import Applier
 from spark_sink.routing import Router
 from spark_sink.skip_ddl import request_skip_ddl

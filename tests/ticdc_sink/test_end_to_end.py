@@ -20,7 +20,7 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.downstream import applied_resolved_ts
-from spark_sink.driver import Sink
+from spark_sink.sink import Sink
 from spark_sink.merge import Applier
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client

@@ -10,7 +10,7 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.downstream import connect
-from spark_sink.driver import Sink, lead
+from spark_sink.sink import Sink, lead
 from spark_sink.leader import LeaderLock
 from spark_sink.merge import Applier
 from streams.outage import Outage
