@@ -93,6 +93,11 @@ class TransientApplyError(ApplyError):
     connections were cut, say): the batch is retried from its staging load."""
 
 
+class BatchTooLargeError(ApplyError):
+    """A batch outgrew the downstream's transaction size limit (TiDB's txn-total-size-limit):
+    nothing of it was applied; the sink cuts its batches smaller and applies them again."""
+
+
 class DDLError(ApplyError):
     """A DDL cannot be made to run downstream, or the downstream refused it."""
 

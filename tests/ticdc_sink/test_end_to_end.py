@@ -20,8 +20,8 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.downstream import applied_resolved_ts
-from spark_sink.sink import Sink
-from spark_sink.merge import Applier
+from spark_sink.sink import SinkLoop
+from spark_sink.target import Target
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from streams.staging import Staging
@@ -72,7 +72,7 @@ def test_replicate_with_killed_workers(
         duplicates=0.1, schema=unique,
     )  # fmt: skip
     staging = Staging(redis_client(pipeline), unique)
-    sink = Sink(pipeline, staging, Applier(pipeline))
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
     rng = random.Random(protocol)
     checkpoints = []
     env = pipeline_env(pipeline, protocol)
