@@ -37,6 +37,10 @@ MYSQL_ROW_ALIAS_SINCE = (8, 0, 20)
 # The row alias of an upsert's new row (MySQL 8.0.20+), and the staging table's alias.
 NEW_ROW = "new"
 STAGED = "s"
+# Connector/J batching: MariaDB's bulk command (~110k rows/s here against ~26-46k for rewritten
+# batches on MariaDB); the multi-row INSERTs it rewrites a batch into, for every other server.
+JDBC_BULK_STATEMENTS = "useBulkStmts=true&rewriteBatchedStatements=false"
+JDBC_REWRITTEN_BATCHES = "useBulkStmts=false&rewriteBatchedStatements=true"
 # Staged rows from which emptying a staging table by TRUNCATE (a DDL: ~30 ms) beats DELETE.
 TRUNCATE_MIN_ROWS = 20_000
 
@@ -262,13 +266,21 @@ class Dialect:
         """Options for Spark's JDBC writer on top of the common ones."""
         return {"isolationLevel": SPARK_DEFAULT_ISOLATION}
 
+    def jdbc_batching(self) -> str:
+        """Connector/J URL parameters for how a batch of rows is sent."""
+        # Bulk statements are MariaDB's own command: another server gets multi-row INSERTs.
+        return JDBC_REWRITTEN_BATCHES
+
 
 @dataclass(frozen=True)
 class MariaDBDialect(Dialect):
-    """MariaDB: VALUES() upserts; its own code for a killed connection."""
+    """MariaDB: VALUES() upserts; its own code for a killed connection; bulk statements."""
 
     def connection_errors(self) -> frozenset[int]:
         return CONNECTION_ERRORS | MARIADB_CONNECTION_ERRORS
+
+    def jdbc_batching(self) -> str:
+        return JDBC_BULK_STATEMENTS
 
 
 @dataclass(frozen=True)

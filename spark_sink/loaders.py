@@ -144,7 +144,8 @@ class SparkLoader:
         names = [c.name for c in item.columns] + [DELETE_FLAG]
         # Positional names in Arrow and Parquet; the real ones (any characters) only in Spark.
         table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
-        options = jdbc_options(self.downstream, self.meta_db) | self.dialect.spark_write_options()
+        options = jdbc_options(self.downstream, self.meta_db, self.dialect.jdbc_batching())
+        options |= self.dialect.spark_write_options()
         with tempfile.TemporaryDirectory(prefix="ticdc-sink-spark-") as scratch:
             frame = spark_frame(self.spark(), table, scratch).toDF(*names)
             try:

@@ -88,3 +88,19 @@ def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.nokey")
         assert cursor.fetchone() == (3,)
+
+
+def test_batches_halve_when_too_large_and_grow_back() -> None:
+    from spark_sink.sink import next_batch_rows
+
+    configured = 200_000
+    sizes = [configured]
+    for _ in range(3):
+        sizes.append(next_batch_rows(sizes[-1], configured, too_large=True))
+    assert sizes == [200_000, 100_000, 50_000, 25_000]
+    assert next_batch_rows(1, configured, too_large=True) == 1
+    grown = [next_batch_rows(25_000, configured, too_large=False)]
+    while grown[-1] < configured:
+        grown.append(next_batch_rows(grown[-1], configured, too_large=False))
+    assert grown == [50_000, 100_000, 200_000]
+    assert next_batch_rows(configured, configured, too_large=False) == configured
