@@ -57,9 +57,11 @@ MYSQL_CONNECTION_ERRORS = frozenset({4031})
 # 9002, 9003, 9005), write conflicts (8005, 9007), "safe to retry" KV errors (8022), a schema
 # changed under the statement (8028).
 TIDB_RETRYABLE_ERRORS = frozenset({8005, 8022, 8028, 9001, 9002, 9003, 9005, 9007})
-# TiDB: a transaction over txn-total-size-limit ("Transaction is too large"). A single row over
-# txn-entry-size-limit (8025) is no such error: smaller batches would not help; it is a refused row.
-TIDB_TXN_TOO_LARGE = 8004
+# TiDB: a transaction over txn-total-size-limit ("Transaction is too large", 8004), or a session
+# over its memory quota (8175, tidb_mem_quota_query), which a big transaction's buffer counts
+# against. A single row over txn-entry-size-limit (8025) is no such error: smaller batches would
+# not help; it is a refused row.
+TIDB_TOO_LARGE_ERRORS = frozenset({8004, 8175})
 # DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
 # exists / does not exist, duplicate column or key name, can't drop a missing column or key.
 ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
@@ -326,7 +328,7 @@ class TiDBDialect(Dialect):
         return RETRYABLE_ERRORS | TIDB_RETRYABLE_ERRORS
 
     def transaction_too_large(self, error: BaseException) -> bool:
-        return error_code(error) == TIDB_TXN_TOO_LARGE
+        return error_code(error) in TIDB_TOO_LARGE_ERRORS
 
     def empty_staging(self, stage: str, rows: int) -> str:
         return f"DELETE FROM {stage}"

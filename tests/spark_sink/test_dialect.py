@@ -153,6 +153,8 @@ def test_each_server_classifies_its_own_errors() -> None:
     too_large = pymysql.err.InternalError(8004, "Transaction is too large, size: 104857600")
     assert TIDB.transaction_too_large(too_large) and not TIDB.is_transient(too_large)
     assert not MARIADB.transaction_too_large(too_large)
+    quota = pymysql.err.OperationalError(8175, "Your query has been cancelled due to exceeding")
+    assert TIDB.transaction_too_large(quota)
     entry = pymysql.err.InternalError(8025, "entry too large, the max entry size is 6291456")
     assert not TIDB.transaction_too_large(entry)
     for dialect in (ANY_SERVER, MARIADB, TIDB, MYSQL_8_0_36):
