@@ -459,3 +459,45 @@ def test_a_row_the_downstream_refuses_is_named_and_the_batch_not_applied(
     assert found == [(2, "f", TS + 2), (3, "d", TS + 2)]
     assert str(refused.value).startswith(f"the downstream refuses a row of {scratch_db}.t (key id=")
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(0,)]
+
+
+@pytest.mark.parametrize("downstream_settings", ["tidb"], indirect=True)
+def test_tidb_staging_takes_no_ddl_after_its_first_batch(
+    pipeline: Any, scratch_db: str, tidb_connect: Any
+) -> None:
+    """TRUNCATE and CREATE are DDL jobs in TiDB (hundreds of ms each): the staging table is made
+    once, and emptied inside each batch's own transaction."""
+    settings, _staging, target = pipeline
+    _keyed_table(settings, scratch_db)
+
+    def ddl_jobs() -> int:
+        rows = query(
+            settings,
+            "SELECT COUNT(*) FROM information_schema.DDL_JOBS "
+            f"WHERE DB_NAME = '{settings.meta_db}'",
+        )
+        return int(rows[0][0])
+
+    def batch(ts: int, rows: int) -> None:
+        changes = [
+            RowChange(ts, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": "x"}, None)
+            for i in range(rows)
+        ]
+        target.apply_batch(plan_batch(changes), ts, 0, {})
+
+    batch(TS + 1, 10)
+    made = ddl_jobs()
+    assert made >= 2  # the meta database, its checkpoint table, the staging table
+    batch(TS + 2, 10)
+    # A big batch too: MariaDB's dialect would TRUNCATE it.
+    batch(TS + 3, 25_000)
+    assert ddl_jobs() == made
+    stages = query(
+        settings,
+        "SELECT TABLE_NAME FROM information_schema.TABLES "
+        f"WHERE TABLE_SCHEMA = '{settings.meta_db}' AND TABLE_NAME LIKE 'stage%'",
+    )
+    assert len(stages) == 1
+    count = query(settings, f"SELECT COUNT(*) FROM `{settings.meta_db}`.`{stages[0][0]}`")
+    assert count == [(0,)]
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(25_000,)]
