@@ -501,3 +501,49 @@ def test_tidb_staging_takes_no_ddl_after_its_first_batch(
     count = query(settings, f"SELECT COUNT(*) FROM `{settings.meta_db}`.`{stages[0][0]}`")
     assert count == [(0,)]
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(25_000,)]
+
+
+@pytest.mark.parametrize("downstream_settings", ["tidb"], indirect=True)
+def test_a_batch_over_tidbs_memory_quota_is_applied_as_smaller_whole_batches(
+    pipeline: Any, scratch_db: str, tidb_connect: Any
+) -> None:
+    """TiDB counts a transaction's buffer against the session's memory quota (8175) as against
+    txn-total-size-limit (8004): the loop halves its batches until each fits, every batch still
+    one transaction with its checkpoint, and nothing of a refused batch applied."""
+    settings, staging, _ = pipeline
+    quota = 4 << 20  # bytes: a few thousand of these rows per transaction
+
+    class QuotaTarget(Target):
+        def connection(self) -> Any:
+            fresh = self._conn is None or not self._conn.open
+            conn = super().connection()
+            if fresh:
+                with conn.cursor() as cursor:
+                    cursor.execute(f"SET SESSION tidb_mem_quota_query = {quota}")
+            return conn
+
+    query(
+        settings,
+        f"CREATE TABLE `{scratch_db}`.`big` (id INT PRIMARY KEY, u INT NOT NULL, v VARCHAR(200))",
+    )
+    feed = Feed(staging)
+    transactions, size = 24, 1_000
+    for n in range(transactions):
+        ts = TS + 1 + n
+        images = [{"id": i, "u": i, "v": "x" * 150} for i in range(n * size, (n + 1) * size)]
+        rows = [RowChange(ts, scratch_db, "big", Op.INSERT, KEYED, im, None) for im in images]
+        feed(rows, upto=ts)
+    final = TS + transactions
+    configured = settings.model_copy(update={"batch_rows": transactions * size})
+    sink = SinkLoop(configured, staging, QuotaTarget(configured))
+    smallest = sink.batch_rows
+    for _ in range(12):
+        reached = sink.run_once()
+        smallest = min(smallest, sink.batch_rows)
+        if reached == final:
+            break
+    assert reached == final
+    assert smallest < transactions * size
+    assert query(settings, f"SELECT COUNT(*), MAX(id) FROM `{scratch_db}`.`big`") == [
+        (transactions * size, transactions * size - 1)
+    ]
