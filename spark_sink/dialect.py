@@ -258,6 +258,22 @@ class Dialect:
             f"LINES TERMINATED BY '\\n' ({', '.join(targets)}){assign}"
         )
 
+    # --- sessions ------------------------------------------------------------------------------
+
+    def use_database(self, database: str) -> str:
+        """Make ``database`` the session's current one."""
+        return f"USE {quote(database)}"
+
+    def savepoint(self, name: str) -> str:
+        return f"SAVEPOINT {name}"
+
+    def rollback_to(self, name: str) -> str:
+        return f"ROLLBACK TO SAVEPOINT {name}"
+
+    def local_infile_query(self) -> str:
+        """A query whose one value says whether the server takes LOAD DATA LOCAL."""
+        return "SELECT @@GLOBAL.local_infile"
+
     # --- DDL and Spark -------------------------------------------------------------------------
 
     def runs_tidb_ddl(self) -> bool:

@@ -193,7 +193,7 @@ def execute_ddl(
     reason to run the DDL elsewhere; ``DDLError`` carries the server's refusal."""
     try:
         if schema is not None:
-            cursor.execute(f"USE {quote(schema)}")
+            cursor.execute(dialect.use_database(schema))
         cursor.execute(query)
     except pymysql.MySQLError as error:
         if dialect.is_transient(error):
@@ -206,7 +206,7 @@ def execute_ddl(
         raise DDLError(f"the downstream refused it: {error}") from None
     finally:
         with contextlib.suppress(pymysql.MySQLError):
-            cursor.execute(f"USE {quote(home)}")
+            cursor.execute(dialect.use_database(home))
     return True
 
 

@@ -47,13 +47,13 @@ def _delete_images(cursor: Any, dialect: Dialect, item: StagedTable, keys: list[
     if not plan.keyless:
         return int(cursor.execute(every))
     counts = [plan.copies[key] for key in plan.deletes]
-    cursor.execute(f"SAVEPOINT {_COPIES_SAVEPOINT}")
+    cursor.execute(dialect.savepoint(_COPIES_SAVEPOINT))
     deleted = int(cursor.execute(every))
     if deleted <= sum(counts):
         return deleted
     # Some image has more copies downstream than the batch deletes: count them, delete
     # every copy of the others, and just the counted copies of those (one scan each).
-    cursor.execute(f"ROLLBACK TO SAVEPOINT {_COPIES_SAVEPOINT}")
+    cursor.execute(dialect.rollback_to(_COPIES_SAVEPOINT))
     cursor.execute(dialect.count_staged_copies(target, stage, keys, DELETE_FLAG))
     held = {int(n): int(copies) for n, copies in cursor.fetchall()}
     whole = [n for n, count in enumerate(counts, 1) if held.get(n, 0) <= count]

@@ -107,10 +107,10 @@ class Target:
             with self._conn.cursor() as cursor:
                 self.dialect = server_dialect(cursor)
                 self._checkpoints.dialect = self.dialect
-                self._server_local_infile = _local_infile_on(cursor)
+                self._server_local_infile = _local_infile_on(cursor, self.dialect)
                 self._checkpoints.create(cursor)
                 # Multi-table DELETE resolves its alias list in the current database.
-                cursor.execute(f"USE {quote(self.settings.meta_db)}")
+                cursor.execute(self.dialect.use_database(self.settings.meta_db))
             self._conn.commit()
         return self._conn
 
@@ -224,8 +224,8 @@ class Target:
         staged = [s for plan in plans if (s := self._prepare(cursor, plan)) is not None]
         for item in staged:
             if item.stage not in self._empty:
-                # What a failed batch or a crash left behind.
-                cursor.execute(f"DELETE FROM {item.stage}")
+                # What a failed batch or a crash left behind (DELETE: no DDL, nothing to commit).
+                cursor.execute(dialect.empty_staging(item.stage, 0))
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
         loaded = [item for item in staged if item.images]
@@ -410,11 +410,11 @@ def _probe_columns(plan: TablePlan, columns: list[Column]) -> list[Column] | Non
     return candidates[:PROBE_PARTS] or None
 
 
-def _local_infile_on(cursor: Any) -> bool:
+def _local_infile_on(cursor: Any, dialect: Dialect) -> bool:
     """Whether the server takes LOAD DATA LOCAL (its local_infile; MySQL 8 turns it off by
     default; a server without the variable takes it)."""
     try:
-        cursor.execute("SELECT @@GLOBAL.local_infile")
+        cursor.execute(dialect.local_infile_query())
     except pymysql.MySQLError:
         return True
     row = cursor.fetchone()
