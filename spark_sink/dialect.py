@@ -97,6 +97,15 @@ def parse_version(version: str) -> tuple[int, int, int]:
 
 
 @dataclass(frozen=True)
+class StagingCleanup:
+    """The statement that empties a staging table after a batch, and when it runs."""
+
+    statement: str
+    # Inside the batch's own transaction (before its commit), else after the commit.
+    in_batch: bool
+
+
+@dataclass(frozen=True)
 class Dialect:
     """One server's SQL and error codes, as the sink needs them. This base speaks the SQL MariaDB,
     TiDB and MySQL before 8.0.20 share; the subclasses change what differs."""
@@ -233,17 +242,17 @@ class Dialect:
             f"{quote(flag)} INT UNSIGNED NOT NULL{keyed}) ENGINE=InnoDB"
         )
 
-    def empty_staging(self, stage: str, rows: int) -> str:
-        """The statement that empties ``stage`` after a batch that staged ``rows`` rows."""
-        # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
-        if rows >= TRUNCATE_MIN_ROWS:
-            return f"TRUNCATE TABLE {stage}"
+    def clear_staging(self, stage: str) -> str:
+        """Empty ``stage`` of what a failed batch left (inside a transaction: no DDL)."""
         return f"DELETE FROM {stage}"
 
-    def empties_staging_in_batch(self) -> bool:
-        """Whether staging tables are emptied inside the batch's own transaction (else after
-        its commit)."""
-        return False
+    def empty_staging(self, stage: str, rows: int, committed: bool) -> StagingCleanup:
+        """How ``stage`` is emptied after a batch staged ``rows`` rows in it, ``committed``
+        by their loader's own connections (Spark) or else inside the batch's transaction."""
+        # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
+        if rows >= TRUNCATE_MIN_ROWS:
+            return StagingCleanup(f"TRUNCATE TABLE {stage}", in_batch=False)
+        return StagingCleanup(self.clear_staging(stage), in_batch=False)
 
     def load_data_local(
         self, path: str, stage: str, targets: Sequence[str], assignments: Sequence[str]
@@ -337,8 +346,8 @@ class MySQLDialect(Dialect):
 @dataclass(frozen=True)
 class TiDBDialect(Dialect):
     """TiDB: TRUNCATE and CREATE are DDL jobs (hundreds of ms), so staging tables are made once
-    and emptied by DELETE inside the batch's transaction; its own retryable and too-large
-    errors; TiDB-only DDL runs as it is."""
+    and emptied by DELETE inside the batch's transaction (but for big Spark loads); its own
+    retryable and too-large errors; TiDB-only DDL runs as it is."""
 
     def retryable_errors(self) -> frozenset[int]:
         return RETRYABLE_ERRORS | TIDB_RETRYABLE_ERRORS
@@ -346,12 +355,16 @@ class TiDBDialect(Dialect):
     def transaction_too_large(self, error: BaseException) -> bool:
         return error_code(error) in TIDB_TOO_LARGE_ERRORS
 
-    def empty_staging(self, stage: str, rows: int) -> str:
-        return f"DELETE FROM {stage}"
-
-    def empties_staging_in_batch(self) -> bool:
+    def empty_staging(self, stage: str, rows: int, committed: bool) -> StagingCleanup:
+        if committed and rows >= TRUNCATE_MIN_ROWS:
+            # Rows Spark committed and a DELETE removed stay in TiKV as MVCC versions until GC
+            # (tidb_gc_life_time, 10 min): every later scan of the table wades through them
+            # (10-row batches took ~170 ms instead of ~10 after a 200k-row Spark load). A
+            # TRUNCATE gives the table a fresh key range; its DDL job is small next to the
+            # seconds a Spark load of this size takes.
+            return StagingCleanup(f"TRUNCATE TABLE {stage}", in_batch=False)
         # Rows a batch loads and deletes in one transaction never reach TiKV at all.
-        return True
+        return StagingCleanup(self.clear_staging(stage), in_batch=True)
 
     def runs_tidb_ddl(self) -> bool:
         return True

@@ -225,33 +225,40 @@ class Target:
         for item in staged:
             if item.stage not in self._empty:
                 # What a failed batch or a crash left behind (DELETE: no DDL, nothing to commit).
-                cursor.execute(dialect.empty_staging(item.stage, 0))
+                cursor.execute(dialect.clear_staging(item.stage))
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
         loaded = [item for item in staged if item.images]
+        cleanups = []
         for item in loaded:
             self._empty.discard(item.stage)
-            self._loader(len(item.images)).load(cursor, item)
+            path = self._load_path(len(item.images))
+            self._loader(path).load(cursor, item)
+            committed = path is LoadPath.SPARK
+            cleanups.append(dialect.empty_staging(item.stage, len(item.images), committed))
         merged = sum(merge_staged(cursor, dialect, item) for item in staged)
-        in_batch = dialect.empties_staging_in_batch()
-        if in_batch:
-            for item in loaded:
-                cursor.execute(dialect.empty_staging(item.stage, len(item.images)))
+        for cleanup in cleanups:
+            if cleanup.in_batch:
+                cursor.execute(cleanup.statement)
         self._checkpoints.advance(cursor, resolved_ts, epoch, offsets)
         if self.before_commit is not None:
             self.before_commit()
         conn.commit()
-        if not in_batch:
-            for item in loaded:
-                cursor.execute(dialect.empty_staging(item.stage, len(item.images)))
+        after = [cleanup.statement for cleanup in cleanups if not cleanup.in_batch]
+        for statement in after:
+            cursor.execute(statement)
+        if after:
             conn.commit()
         self._empty.update(item.stage for item in staged)
         return merged
 
-    def _loader(self, rows: int) -> Loader:
-        """The loader :func:`load_path` picks for a staging table of ``rows`` rows."""
+    def _load_path(self, rows: int) -> LoadPath:
+        """How a staging table of ``rows`` rows is loaded, as :func:`load_path` decides."""
         allowed = self.load_data_local and self._server_local_infile
-        path = load_path(rows, self.settings.spark_min_rows, allowed)
+        return load_path(rows, self.settings.spark_min_rows, allowed)
+
+    def _loader(self, path: LoadPath) -> Loader:
+        """The loader that loads by ``path``."""
         if path is LoadPath.SPARK:
             return SparkLoader(
                 self.spark, self.settings.downstream, self.settings.meta_db, self.dialect

@@ -19,6 +19,7 @@ from spark_sink.dialect import (
     MariaDBDialect,
     MySQLDialect,
     Server,
+    StagingCleanup,
     TiDBDialect,
     dialect_for,
     parse_version,
@@ -120,15 +121,27 @@ def test_keyless_deletes_match_nulls() -> None:
     )
 
 
-def test_only_tidb_empties_staging_without_ddl_and_inside_the_batch() -> None:
+def test_only_tidb_empties_staging_inside_the_batch_and_truncates_only_after_spark() -> None:
     big = TRUNCATE_MIN_ROWS
-    assert MARIADB.empty_staging("`m`.`s`", big) == "TRUNCATE TABLE `m`.`s`"
-    assert MARIADB.empty_staging("`m`.`s`", big - 1) == "DELETE FROM `m`.`s`"
-    assert MYSQL_8_0_36.empty_staging("`m`.`s`", big) == "TRUNCATE TABLE `m`.`s`"
-    assert TIDB.empty_staging("`m`.`s`", big * 10) == "DELETE FROM `m`.`s`"
-    assert TIDB.empties_staging_in_batch()
-    assert not MARIADB.empties_staging_in_batch()
-    assert not MYSQL_8_0_36.empties_staging_in_batch()
+    for dialect in (MARIADB, MYSQL_8_0_36):
+        for committed in (False, True):
+            assert dialect.empty_staging("`m`.`s`", big, committed) == StagingCleanup(
+                "TRUNCATE TABLE `m`.`s`", in_batch=False
+            )
+            assert dialect.empty_staging("`m`.`s`", big - 1, committed) == StagingCleanup(
+                "DELETE FROM `m`.`s`", in_batch=False
+            )
+    # The driver's loads, however big: a DELETE in the batch's transaction, never a DDL.
+    assert TIDB.empty_staging("`m`.`s`", big * 10, committed=False) == StagingCleanup(
+        "DELETE FROM `m`.`s`", in_batch=True
+    )
+    assert TIDB.empty_staging("`m`.`s`", big - 1, committed=True) == StagingCleanup(
+        "DELETE FROM `m`.`s`", in_batch=True
+    )
+    # A big Spark load's committed rows: a fresh key range rather than MVCC garbage.
+    assert TIDB.empty_staging("`m`.`s`", big, committed=True) == StagingCleanup(
+        "TRUNCATE TABLE `m`.`s`", in_batch=False
+    )
 
 
 def test_staging_tables_and_bulk_loads() -> None:
@@ -222,7 +235,7 @@ def test_each_dialect_statement_runs_on_its_server(server: Settings, database: s
         cursor.execute(upsert, (4, "again"))
         deleted = cursor.execute(dialect.delete_staged(table, stage, ["a", "b"], "_f", "> 0"))
         assert deleted == 1
-        cursor.execute(dialect.empty_staging(stage, 1))
+        cursor.execute(dialect.clear_staging(stage))
         conn.commit()
         cursor.execute(f"SELECT a, b FROM {table} ORDER BY a")
         assert cursor.fetchall() == ((1, "new"), (4, "again!"))
