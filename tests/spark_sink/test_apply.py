@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from spark_sink.dialect import TRUNCATE_MIN_ROWS
 from spark_sink.downstream import LostLeadershipError, connect
 from spark_sink.leader import LeaderLock
 from spark_sink.plan import plan_batch
@@ -466,7 +467,7 @@ def test_tidb_staging_takes_no_ddl_after_its_first_batch(
     pipeline: Any, scratch_db: str, tidb_connect: Any
 ) -> None:
     """TRUNCATE and CREATE are DDL jobs in TiDB (hundreds of ms each): the staging table is made
-    once, and emptied inside each batch's own transaction."""
+    once, and emptied inside each (small) batch's own transaction."""
     settings, _staging, target = pipeline
     _keyed_table(settings, scratch_db)
 
@@ -489,8 +490,7 @@ def test_tidb_staging_takes_no_ddl_after_its_first_batch(
     made = ddl_jobs()
     assert made >= 2  # the meta database, its checkpoint table, the staging table
     batch(TS + 2, 10)
-    # A big batch too: MariaDB's dialect would TRUNCATE it.
-    batch(TS + 3, 25_000)
+    batch(TS + 3, TRUNCATE_MIN_ROWS - 1)
     assert ddl_jobs() == made
     stages = query(
         settings,
@@ -500,7 +500,7 @@ def test_tidb_staging_takes_no_ddl_after_its_first_batch(
     assert len(stages) == 1
     count = query(settings, f"SELECT COUNT(*) FROM `{settings.meta_db}`.`{stages[0][0]}`")
     assert count == [(0,)]
-    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(25_000,)]
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(TRUNCATE_MIN_ROWS - 1,)]
 
 
 @pytest.mark.parametrize("downstream_settings", ["tidb"], indirect=True)

@@ -121,27 +121,23 @@ def test_keyless_deletes_match_nulls() -> None:
     )
 
 
-def test_only_tidb_empties_staging_inside_the_batch_and_truncates_only_after_spark() -> None:
+def test_only_tidb_empties_small_batches_staging_inside_the_batch() -> None:
     big = TRUNCATE_MIN_ROWS
-    for dialect in (MARIADB, MYSQL_8_0_36):
+    for dialect in (MARIADB, MYSQL_8_0_36, TIDB):
         for committed in (False, True):
+            # A fresh key range for a big batch (TiDB: rather than MVCC versions until GC).
             assert dialect.empty_staging("`m`.`s`", big, committed) == StagingCleanup(
                 "TRUNCATE TABLE `m`.`s`", in_batch=False
             )
+    for committed in (False, True):
+        for dialect in (MARIADB, MYSQL_8_0_36):
             assert dialect.empty_staging("`m`.`s`", big - 1, committed) == StagingCleanup(
                 "DELETE FROM `m`.`s`", in_batch=False
             )
-    # The driver's loads, however big: a DELETE in the batch's transaction, never a DDL.
-    assert TIDB.empty_staging("`m`.`s`", big * 10, committed=False) == StagingCleanup(
-        "DELETE FROM `m`.`s`", in_batch=True
-    )
-    assert TIDB.empty_staging("`m`.`s`", big - 1, committed=True) == StagingCleanup(
-        "DELETE FROM `m`.`s`", in_batch=True
-    )
-    # A big Spark load's committed rows: a fresh key range rather than MVCC garbage.
-    assert TIDB.empty_staging("`m`.`s`", big, committed=True) == StagingCleanup(
-        "TRUNCATE TABLE `m`.`s`", in_batch=False
-    )
+        # TiDB: no DDL and no second commit for a small batch.
+        assert TIDB.empty_staging("`m`.`s`", big - 1, committed) == StagingCleanup(
+            "DELETE FROM `m`.`s`", in_batch=True
+        )
 
 
 def test_staging_tables_and_bulk_loads() -> None:
