@@ -1,8 +1,8 @@
 """The sink applying 200k mixed changes to a 200k-row table, next to raw PyMySQL upserts.
 
-Prints changes/s of ``Applier.apply`` (planning, a bulk load into a staging table by Spark's JDBC
-writer or by the driver's LOAD DATA LOCAL, deletes by key, INSERT ... SELECT ... ON DUPLICATE KEY
-UPDATE and the checkpoint in one transaction) and, in the same run, of raw PyMySQL multi-row
+Prints changes/s of ``Target.apply_batch`` (planning, a bulk load into a staging table by Spark's
+JDBC writer or by the driver's LOAD DATA LOCAL, deletes by key, INSERT ... SELECT ... ON DUPLICATE
+KEY UPDATE and the checkpoint in one transaction) and, in the same run, of raw PyMySQL multi-row
 ``INSERT ... ON DUPLICATE KEY UPDATE`` of the same rows, plus the fixed cost of a 10-row batch.
 Targets: ratio >= 1.0; a 10-row batch under 300 ms.
 Needs `ticdc-sink services up`; ``--downstream`` points both at another server (the local TiDB:
@@ -19,8 +19,8 @@ from typing import Any
 
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from spark_sink.downstream import connect
-from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch
+from spark_sink.target import Target
 from streams.model import Op, RowChange
 from tests.workload import COLUMNS, make_rows
 
@@ -86,12 +86,12 @@ def main() -> None:
     }
     rates = {}
     for label, configured in paths.items():
-        applier = Applier(configured)
+        target = Target(configured)
         # A long-running sink pays Spark's start and JIT warm-up once: measure the steady state.
-        applier.apply(plan_batch(changes), changes[-1].commit_ts, 0, {})
+        target.apply_batch(plan_batch(changes), changes[-1].commit_ts, 0, {})
         reset(settings, base)
         start = time.perf_counter()
-        applier.apply(plan_batch(changes), changes[-1].commit_ts, 0, {})
+        target.apply_batch(plan_batch(changes), changes[-1].commit_ts, 0, {})
         rates[label] = len(changes) / (time.perf_counter() - start)
 
     small = [
@@ -101,7 +101,7 @@ def main() -> None:
     costs = []
     for attempt in range(5):
         start = time.perf_counter()
-        applier.apply(plan_batch(small), small[-1].commit_ts + attempt, 0, {})
+        target.apply_batch(plan_batch(small), small[-1].commit_ts + attempt, 0, {})
         costs.append(time.perf_counter() - start)
 
     print(f"downstream {settings.downstream.url} ({server_version(settings)})")

@@ -127,6 +127,11 @@ class LostLeadershipError(ApplyError):
     """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
 
 
+class BatchTooLargeError(ApplyError):
+    """A batch outgrew the downstream's transaction size limit (TiDB's txn-total-size-limit):
+    nothing of it was applied; the sink cuts its batches smaller and applies them again."""
+
+
 class DDLError(ApplyError):
     """A DDL cannot be made to run downstream, or the downstream refused it."""
 

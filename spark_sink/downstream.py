@@ -12,29 +12,19 @@ from typing import Any, TypeVar
 import orjson
 import pymysql
 
-from config.errors import ConfigError, DDLError, LostLeadershipError, TransientApplyError
+from config.errors import ConfigError, DDLError, LostLeadershipError
 from config.settings import Settings, SslMode, env_name
+from spark_sink.dialect import ANY_SERVER, Dialect, quote
 from spark_sink.local_infile import GuardedConnection
 from spark_sink.tls import pymysql_tls
 from streams.connectivity import tls_problem
 from streams.outage import Outage
-from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
 T = TypeVar("T")
 # One per process, as a process has one downstream: each outage is logged once, whoever meets it.
 DOWNSTREAM_OUTAGE = Outage("the downstream", log)
 
-# MySQL errors that mean the server or the connection to it is away for now: refused or lost
-# connections, too many connections, a server shutting down (1053) or killing them (MariaDB 1927).
-CONNECTION_ERRORS = frozenset({1040, 1053, 1927, 2002, 2003, 2006, 2013, 2055})
-# MySQL errors that mean a retry may succeed: the above, deadlocks and lock waits.
-TRANSIENT_ERRORS = CONNECTION_ERRORS | {1205, 1213}
-# DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
-# exists / does not exist, duplicate column or key name, can't drop a missing column or key.
-ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
-# MySQL's "unknown database": a DDL's database is not there downstream.
-UNKNOWN_DATABASE = 1049
 RETRY_ATTEMPTS = 6
 RETRY_FIRST_DELAY_S = 0.5
 # Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
@@ -42,12 +32,6 @@ INDEX_PREFIX = 191
 # Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
 # but a string by its bytes or its name.
 _NUMERIC_STAGING = ("bit", "enum", "set")
-
-
-def bindable(sql: str) -> str:
-    """SQL text made safe for a statement with bound values: PyMySQL formats the whole text with
-    ``%``, so a ``%`` inside an identifier (a table named ``100%``) must be doubled."""
-    return sql.replace("%", "%%")
 
 
 def table_name(schema: str, table: str) -> str:
@@ -120,35 +104,22 @@ def check_downstream(settings: Settings) -> None:
             raise ConfigError(found) from None
 
 
-def is_transient(error: BaseException) -> bool:
-    if isinstance(error, TransientApplyError):
-        return True
-    if isinstance(error, pymysql.err.OperationalError | pymysql.err.InterfaceError):
-        code = error.args[0] if error.args else None
-        return code in TRANSIENT_ERRORS or isinstance(error, pymysql.err.InterfaceError)
-    return False
+def is_transient(error: BaseException, dialect: Dialect = ANY_SERVER) -> bool:
+    """Whether a retry may succeed, as ``dialect`` (the server's, once known) says."""
+    return dialect.is_transient(error)
 
 
-def is_connection_error(error: BaseException) -> bool:
-    """Whether ``error`` means the downstream (or the way to it) is away for now."""
-    if isinstance(error, TransientApplyError | pymysql.err.InterfaceError):
-        return True
-    if isinstance(error, pymysql.err.OperationalError):
-        return bool(error.args) and error.args[0] in CONNECTION_ERRORS
-    return False
-
-
-def with_retries(action: Callable[[], T], what: str) -> T:
-    """Run ``action``, retrying transient errors with exponential backoff; a downstream that
-    stays away longer raises to the caller (the sink's loop waits on)."""
+def with_retries(action: Callable[[], T], what: str, dialect: Dialect = ANY_SERVER) -> T:
+    """Run ``action``, retrying the errors ``dialect`` calls transient with exponential backoff;
+    a downstream that stays away longer raises to the caller (the sink's loop waits on)."""
     delay = RETRY_FIRST_DELAY_S
     for attempt in range(1, RETRY_ATTEMPTS + 1):
         try:
             result = action()
         except Exception as error:
-            if not is_transient(error) or attempt == RETRY_ATTEMPTS:
+            if not dialect.is_transient(error) or attempt == RETRY_ATTEMPTS:
                 raise
-            if is_connection_error(error):
+            if dialect.is_connection_error(error):
                 DOWNSTREAM_OUTAGE.failed(error, what)
             else:
                 log.warning("%s failed (%s); retry %d in %.1f s", what, error, attempt, delay)
@@ -213,28 +184,29 @@ def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
     ]
 
 
-def execute_ddl(cursor: Any, schema: str | None, query: str, home: str) -> bool:
+def execute_ddl(
+    cursor: Any, schema: str | None, query: str, home: str, dialect: Dialect = ANY_SERVER
+) -> bool:
     """Run a DDL in its database ``schema`` (None: a statement about a whole database, which
     names it itself), then go back to the database ``home``; False when it was already
     applied (ignored as TiCDC does). A database that is not there is an error, never a
     reason to run the DDL elsewhere; ``DDLError`` carries the server's refusal."""
     try:
         if schema is not None:
-            cursor.execute(f"USE {quote(schema)}")
+            cursor.execute(dialect.use_database(schema))
         cursor.execute(query)
     except pymysql.MySQLError as error:
-        if is_transient(error):
+        if dialect.is_transient(error):
             raise
-        code = error.args[0] if error.args else None
-        if code in ALREADY_APPLIED:
+        if dialect.already_applied(error):
             log.info("DDL already applied (%s): %s", error.args[1], query)
             return False
-        if code == UNKNOWN_DATABASE:
+        if dialect.unknown_database(error):
             raise DDLError(f"database {schema!r} does not exist downstream ({error})") from None
         raise DDLError(f"the downstream refused it: {error}") from None
     finally:
         with contextlib.suppress(pymysql.MySQLError):
-            cursor.execute(f"USE {quote(home)}")
+            cursor.execute(dialect.use_database(home))
     return True
 
 
@@ -264,10 +236,12 @@ class Checkpoint:
 class CheckpointTable:
     """``<meta_db>.checkpoint``: per pipeline, how far the downstream is (monotonic)."""
 
-    def __init__(self, meta_db: str, pipeline: str) -> None:
+    def __init__(self, meta_db: str, pipeline: str, dialect: Dialect = ANY_SERVER) -> None:
         self.table = table_name(meta_db, "checkpoint")
         self.meta_db = meta_db
         self.pipeline = pipeline
+        # Writes the upserts below (VALUES() or MySQL 8's row alias).
+        self.dialect = dialect
 
     def create(self, cursor: Any) -> None:
         cursor.execute(f"CREATE DATABASE IF NOT EXISTS {quote(self.meta_db)}")
@@ -300,10 +274,14 @@ class CheckpointTable:
     def request_skip(self, cursor: Any, ddl_ts: int) -> None:
         """Tell the sink to skip the DDL at ``ddl_ts`` instead of running it (inside the
         caller's transaction)."""
+        new = self.dialect.inserted
         cursor.execute(
-            f"INSERT INTO {self.table} (pipeline, resolved_ts, skip_ddl_ts) VALUES (%s, 0, %s) "
-            "ON DUPLICATE KEY UPDATE skip_ddl_ts = VALUES(skip_ddl_ts)",
-            (self.pipeline, ddl_ts),
+            self.dialect.upsert_values(
+                self.table,
+                ["pipeline", "resolved_ts", "skip_ddl_ts"],
+                f"skip_ddl_ts = {new('skip_ddl_ts')}",
+            ),
+            (self.pipeline, 0, ddl_ts),
         )
 
     def advance(
@@ -321,12 +299,16 @@ class CheckpointTable:
         row = cursor.fetchone()
         if row is not None and int(row[0]) > epoch:
             raise LostLeadershipError(f"pipeline {self.pipeline} is led by epoch {row[0]} now")
+        new = self.dialect.inserted
+        updates = (
+            f"offsets = IF({new('resolved_ts')} >= resolved_ts, {new('offsets')}, offsets), "
+            f"resolved_ts = GREATEST(resolved_ts, {new('resolved_ts')}), "
+            f"ddl_ts = GREATEST(ddl_ts, {new('ddl_ts')}), epoch = {new('epoch')}"
+        )
         cursor.execute(
-            f"INSERT INTO {self.table} (pipeline, resolved_ts, ddl_ts, epoch, offsets) "
-            "VALUES (%s, %s, %s, %s, %s) ON DUPLICATE KEY UPDATE "
-            "offsets = IF(VALUES(resolved_ts) >= resolved_ts, VALUES(offsets), offsets), "
-            "resolved_ts = GREATEST(resolved_ts, VALUES(resolved_ts)), "
-            "ddl_ts = GREATEST(ddl_ts, VALUES(ddl_ts)), epoch = VALUES(epoch)",
+            self.dialect.upsert_values(
+                self.table, ["pipeline", "resolved_ts", "ddl_ts", "epoch", "offsets"], updates
+            ),
             (self.pipeline, resolved_ts, ddl_ts or 0, epoch, orjson.dumps(offsets).decode()),
         )
 

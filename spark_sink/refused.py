@@ -18,7 +18,8 @@ import orjson
 import pymysql
 
 from config.errors import RowRefusedError
-from spark_sink.downstream import Column, bindable, is_transient, quote
+from spark_sink.dialect import bindable, quote
+from spark_sink.downstream import Column, is_transient
 from spark_sink.plan import Key, TablePlan
 from streams.model import Value
 

@@ -11,6 +11,7 @@ import logging
 
 from config.errors import ConfigError
 from config.settings import Settings
+from spark_sink.dialect import server_dialect
 from spark_sink.downstream import CheckpointTable, connect
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -24,6 +25,8 @@ def request_skip_ddl(settings: Settings, ddl_ts: int) -> str:
     conn = connect(settings)
     try:
         with conn.cursor() as cursor:
+            # The upsert below in the server's own SQL (MySQL 8.0.20+: no VALUES()).
+            table.dialect = server_dialect(cursor)
             table.create(cursor)
             found = table.read(cursor)
             if found is not None and ddl_ts <= found.ddl_ts:

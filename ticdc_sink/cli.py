@@ -117,7 +117,7 @@ def _config(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from spark_sink.driver import run_sink
+    from spark_sink.sink import run_sink
 
     return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from config.settings import Settings, parse_routes
+from spark_sink.dialect import TRUNCATE_MIN_ROWS
 from spark_sink.downstream import LostLeadershipError, connect
-from spark_sink.driver import Sink
 from spark_sink.leader import LeaderLock
-from spark_sink.merge import Applier
 from spark_sink.plan import plan_batch
 from spark_sink.routing import Router
+from spark_sink.sink import SinkLoop
+from spark_sink.target import Target
 from streams.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
 from streams.staging import Staging, TopicPartition
 
@@ -54,8 +55,8 @@ def pipeline(downstream_settings: Settings, unique: str, redis_client: Any) -> A
     configured = downstream_settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
     staging = Staging(redis_client, unique)
     staging.set_partition_count("topic", 1)
-    applier = Applier(configured)
-    yield configured, staging, applier
+    target = Target(configured)
+    yield configured, staging, target
     for key in redis_client.scan_iter(staging.keys.pattern):
         redis_client.delete(key)
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
@@ -113,12 +114,12 @@ def _types_columns() -> dict[str, Any]:
 def test_every_type_round_trips(
     pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
 ) -> None:
-    settings, _staging, applier = pipeline
-    applier.load_data_local = path == "load-data"
+    settings, _staging, target = pipeline
+    target.load_data_local = path == "load-data"
     if path == "spark":
         spark = request.getfixturevalue("spark")
         through = settings.updated({"spark_min_rows": 0})
-        applier = Applier(through, spark_factory=lambda: spark)
+        target = Target(through, spark_factory=lambda: spark)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
     full = {
@@ -138,7 +139,7 @@ def test_every_type_round_trips(
         RowChange(TS + 1, scratch_db, "types", Op.INSERT, columns, full, None),
         RowChange(TS + 1, scratch_db, "types", Op.INSERT, columns, nulls, None),
     ]
-    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    target.apply_batch(plan_batch(rows), TS + 1, 0, {})
     got = query(settings, f"SELECT * FROM `{scratch_db}`.`types` ORDER BY id")
     assert got[0] == (1, *([None] * (len(columns) - 1)))
     assert got[1] == (
@@ -165,7 +166,7 @@ def _keyed_table(settings: Settings, db: str, name: str = "t") -> None:
 
 @ON_EVERY_SERVER
 def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, staging, target = pipeline
     _keyed_table(settings, scratch_db)
     feed = Feed(staging)
     r = lambda i, u, v: {"id": i, "u": u, "v": v}  # noqa: E731
@@ -176,7 +177,7 @@ def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db:
         ],
         upto=TS + 1,
     )
-    sink = Sink(settings, staging, applier)
+    sink = SinkLoop(settings, staging, target)
     assert sink.run_once() == TS + 1
     feed(
         [
@@ -199,7 +200,7 @@ def test_pk_changes_unique_swaps_and_key_only_deletes(pipeline: Any, scratch_db:
 
 @ON_EVERY_SERVER
 def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
-    settings, _staging, applier = pipeline
+    settings, _staging, target = pipeline
     query(settings, f"CREATE TABLE `{scratch_db}`.`nokey` (a INT, b VARCHAR(5))")
     cols = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
     changes = [
@@ -210,14 +211,14 @@ def test_a_table_without_a_key(pipeline: Any, scratch_db: str) -> None:
         ),
         RowChange(TS + 3, scratch_db, "nokey", Op.DELETE, cols, None, {"a": 2, "b": None}),
     ]
-    applier.apply(plan_batch(changes[:2]), TS + 1, 0, {})
-    applier.apply(plan_batch(changes[2:]), TS + 3, 0, {})
+    target.apply_batch(plan_batch(changes[:2]), TS + 1, 0, {})
+    target.apply_batch(plan_batch(changes[2:]), TS + 3, 0, {})
     assert query(settings, f"SELECT a, b FROM `{scratch_db}`.`nokey`") == [(1, "y")]
 
 
 @ON_EVERY_SERVER
 def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
-    settings, staging, applier = pipeline
+    settings, staging, target = pipeline
     feed = Feed(staging)
     create = DDLEvent(TS + 1, scratch_db, "d", "CREATE TABLE d (id INT PRIMARY KEY, v INT)", 3)
     alter = DDLEvent(TS + 3, scratch_db, "d", "ALTER TABLE d ADD COLUMN w VARCHAR(8)", 5)
@@ -229,7 +230,7 @@ def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
         [RowChange(TS + 4, scratch_db, "d", Op.INSERT, wide, {"id": 2, "v": 2, "w": "new"}, None)],
         upto=TS + 4,
     )
-    sink = Sink(settings, staging, applier)
+    sink = SinkLoop(settings, staging, target)
     assert sink.run_once() == TS + 4
     assert query(settings, f"SELECT id, v, w FROM `{scratch_db}`.`d` ORDER BY id") == [
         (1, 1, None),
@@ -243,7 +244,7 @@ def test_ddl_between_batches_runs_once(pipeline: Any, scratch_db: str) -> None:
 
 @ON_EVERY_SERVER
 def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> None:
-    settings, _staging, applier = pipeline
+    settings, _staging, target = pipeline
     _keyed_table(settings, scratch_db)
     plans = plan_batch(
         [
@@ -259,20 +260,20 @@ def test_a_batch_applied_twice_equals_once(pipeline: Any, scratch_db: str) -> No
             ),
         ]
     )
-    applier.apply(plans, TS + 2, 0, {})
+    target.apply_batch(plans, TS + 2, 0, {})
     once = query(settings, f"SELECT * FROM `{scratch_db}`.`t`")
-    applier.apply(plans, TS + 2, 0, {})
+    target.apply_batch(plans, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == once == [(2, 1, "b")]
 
 
 @ON_EVERY_SERVER
 def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scratch_db: str) -> None:
-    settings, _staging, applier = pipeline
+    settings, _staging, target = pipeline
     _keyed_table(settings, scratch_db)
     first = plan_batch(
         [RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "a"}, None)]
     )
-    applier.apply(first, TS + 1, 0, {})
+    target.apply_batch(first, TS + 1, 0, {})
     second = plan_batch(
         [
             RowChange(TS + 2, scratch_db, "t", Op.DELETE, KEYED, None, {"id": 1}),
@@ -283,16 +284,16 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
     def crash() -> None:
         raise RuntimeError("injected: the sink dies before COMMIT")
 
-    applier.before_commit = crash
+    target.before_commit = crash
     with pytest.raises(RuntimeError):
-        applier.apply(second, TS + 2, 0, {})
+        target.apply_batch(second, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "a")]
     checkpoint = query(
         settings, f"SELECT resolved_ts FROM `{settings.downstream.meta_db}`.`checkpoint`"
     )
     assert checkpoint == [(TS + 1,)]
-    applier.before_commit = None
-    applier.apply(second, TS + 2, 0, {})
+    target.before_commit = None
+    target.apply_batch(second, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(2, 2, "b")]
 
 
@@ -300,13 +301,13 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
     through = settings.updated({"spark_min_rows": 0})
-    applier = Applier(through, spark_factory=lambda: spark)
+    target = Target(through, spark_factory=lambda: spark)
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": f"r{i}"}, None)
         for i in range(500)
     ]
-    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    target.apply_batch(plan_batch(rows), TS + 1, 0, {})
     assert query(settings, f"SELECT COUNT(*), SUM(id) FROM `{scratch_db}`.`t`") == [
         (500, Decimal(124750))
     ]
@@ -315,8 +316,8 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
 @ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
 def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: bool) -> None:
-    settings, _staging, applier = pipeline
-    applier.load_data_local = load_data
+    settings, _staging, target = pipeline
+    target.load_data_local = load_data
     db = f"{unique}; DROP"
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
@@ -333,7 +334,7 @@ def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: b
 
         for ts, changes in ((TS + 1, [change(TS + 1, Op.INSERT, k) for k in (7, 8)]),
                             (TS + 2, [change(TS + 2, Op.DELETE, 7)])):  # fmt: skip
-            applier.apply(plan_batch(changes), ts, 0, {})
+            target.apply_batch(plan_batch(changes), ts, 0, {})
         assert query(settings, f"SELECT * FROM `{db}`.`a``b 100%s`") == [(8, b"%s\x00")]
     finally:
         query(settings, f"DROP DATABASE `{db}`")
@@ -341,33 +342,31 @@ def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: b
 
 def test_routing_and_skipping(pipeline: Any, scratch_db: str) -> None:
     settings, _staging, _ = pipeline
-    applier = Applier(
-        settings, router=Router(parse_routes(f"up.t={scratch_db}.t"), ("up.skipped",))
-    )
+    target = Target(settings, router=Router(parse_routes(f"up.t={scratch_db}.t"), ("up.skipped",)))
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, "up", "t", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),
         RowChange(TS + 1, "up", "skipped", Op.INSERT, KEYED, {"id": 1, "u": 1, "v": "x"}, None),
     ]
-    applier.apply(plan_batch(rows), TS + 1, 0, {})
+    target.apply_batch(plan_batch(rows), TS + 1, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "x")]
 
 
 def test_a_standby_takes_over_and_fences_the_old_leader(pipeline: Any, redis_client: Any) -> None:
-    _settings, staging, applier = pipeline
+    _settings, staging, target = pipeline
     first = LeaderLock(redis_client, staging.keys, lease_ms=300)
     second = LeaderLock(redis_client, staging.keys, lease_ms=300)
     assert first.acquire()
     assert not second.acquire()
-    applier.apply([], TS + 1, first.epoch, {})
+    target.apply_batch([], TS + 1, first.epoch, {})
     import time
 
     time.sleep(0.5)  # the first leader stalls past its lease
     assert second.acquire() and second.epoch > first.epoch
-    applier.apply([], TS + 2, second.epoch, {})
+    target.apply_batch([], TS + 2, second.epoch, {})
     assert not first.renew()
     with pytest.raises(LostLeadershipError):
-        applier.apply([], TS + 3, first.epoch, {})
+        target.apply_batch([], TS + 3, first.epoch, {})
 
 
 def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -> None:
@@ -390,15 +389,15 @@ def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -
 def test_a_value_the_column_cannot_hold_fails_the_batch(
     pipeline: Any, scratch_db: str, load_data: bool
 ) -> None:
-    settings, _staging, applier = pipeline
-    applier.load_data_local = load_data
+    settings, _staging, target = pipeline
+    target.load_data_local = load_data
     query(settings, f"CREATE TABLE `{scratch_db}`.`short` (id INT PRIMARY KEY, v VARCHAR(3))")
     cols = {"id": column_type(3, PK), "v": column_type(15, NULLABLE)}
     image = {"id": 1, "v": "toolong"}
     rows = [RowChange(TS + 1, scratch_db, "short", Op.INSERT, cols, image, None)]
     # Never clipped into the table: LOAD DATA LOCAL would only warn, so the sink checks.
     with pytest.raises(Exception, match=r"(?i)too long|truncated"):
-        applier.apply(plan_batch(rows), TS + 1, 0, {})
+        target.apply_batch(plan_batch(rows), TS + 1, 0, {})
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`short`") == [(0,)]
 
 
@@ -406,10 +405,10 @@ def test_a_value_the_column_cannot_hold_fails_the_batch(
 def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
     pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
 ) -> None:
-    settings, _staging, applier = pipeline
+    settings, _staging, target = pipeline
     if path == "spark":
         spark = request.getfixturevalue("spark")
-        applier = Applier(settings.updated({"spark_min_rows": 0}), lambda: spark)
+        target = Target(settings.updated({"spark_min_rows": 0}), lambda: spark)
     query(settings, f"CREATE TABLE `{scratch_db}`.`n` (a INT, b VARCHAR(8), f FLOAT)")
     columns = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
     columns["f"] = column_type(4, NULLABLE)
@@ -437,7 +436,7 @@ def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
         [(2, None, 1), (3, "z", 2)],
     ]
     for offset, (batch, state) in enumerate(zip(batches, wanted, strict=True)):
-        applier.apply(plan_batch(batch), TS + offset + 1, 0, {})
+        target.apply_batch(plan_batch(batch), TS + offset + 1, 0, {})
         assert sorted(table(), key=repr) == sorted(state, key=repr)
 
 
@@ -446,7 +445,7 @@ def test_a_row_the_downstream_refuses_is_named_and_the_batch_not_applied(
 ) -> None:
     from config.errors import RowRefusedError
 
-    settings, _staging, applier = pipeline
+    settings, _staging, target = pipeline
     query(settings, f"CREATE TABLE `{scratch_db}`.`t` (id INT PRIMARY KEY, f FLOAT, d DATE)")
     columns = {"id": column_type(3, PK), "f": column_type(4, NULLABLE)}
     columns["d"] = column_type(10, NULLABLE)
@@ -456,8 +455,97 @@ def test_a_row_the_downstream_refuses_is_named_and_the_batch_not_applied(
         RowChange(TS + 2, scratch_db, "t", Op.INSERT, columns, {"id": 3, "d": "2024-02-30"}, None),
     ]
     with pytest.raises(RowRefusedError) as refused:
-        applier.apply(plan_batch(rows), TS + 2, 0, {})
+        target.apply_batch(plan_batch(rows), TS + 2, 0, {})
     found = sorted((r.key["id"], r.column, r.commit_ts) for r in refused.value.rows)
     assert found == [(2, "f", TS + 2), (3, "d", TS + 2)]
     assert str(refused.value).startswith(f"the downstream refuses a row of {scratch_db}.t (key id=")
     assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(0,)]
+
+
+@pytest.mark.parametrize("downstream_settings", ["tidb"], indirect=True)
+def test_tidb_staging_takes_no_ddl_after_its_first_batch(
+    pipeline: Any, scratch_db: str, tidb_connect: Any
+) -> None:
+    """TRUNCATE and CREATE are DDL jobs in TiDB (hundreds of ms each): the staging table is made
+    once, and emptied inside each (small) batch's own transaction."""
+    settings, _staging, target = pipeline
+    _keyed_table(settings, scratch_db)
+
+    def ddl_jobs() -> int:
+        rows = query(
+            settings,
+            "SELECT COUNT(*) FROM information_schema.DDL_JOBS "
+            f"WHERE DB_NAME = '{settings.downstream.meta_db}'",
+        )
+        return int(rows[0][0])
+
+    def batch(ts: int, rows: int) -> None:
+        changes = [
+            RowChange(ts, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": "x"}, None)
+            for i in range(rows)
+        ]
+        target.apply_batch(plan_batch(changes), ts, 0, {})
+
+    batch(TS + 1, 10)
+    made = ddl_jobs()
+    assert made >= 2  # the meta database, its checkpoint table, the staging table
+    batch(TS + 2, 10)
+    batch(TS + 3, TRUNCATE_MIN_ROWS - 1)
+    assert ddl_jobs() == made
+    stages = query(
+        settings,
+        "SELECT TABLE_NAME FROM information_schema.TABLES "
+        f"WHERE TABLE_SCHEMA = '{settings.downstream.meta_db}' AND TABLE_NAME LIKE 'stage%'",
+    )
+    assert len(stages) == 1
+    count = query(
+        settings, f"SELECT COUNT(*) FROM `{settings.downstream.meta_db}`.`{stages[0][0]}`"
+    )
+    assert count == [(0,)]
+    assert query(settings, f"SELECT COUNT(*) FROM `{scratch_db}`.`t`") == [(TRUNCATE_MIN_ROWS - 1,)]
+
+
+@pytest.mark.parametrize("downstream_settings", ["tidb"], indirect=True)
+def test_a_batch_over_tidbs_memory_quota_is_applied_as_smaller_whole_batches(
+    pipeline: Any, scratch_db: str, tidb_connect: Any
+) -> None:
+    """TiDB counts a transaction's buffer against the session's memory quota (8175) as against
+    txn-total-size-limit (8004): the loop halves its batches until each fits, every batch still
+    one transaction with its checkpoint, and nothing of a refused batch applied."""
+    settings, staging, _ = pipeline
+    quota = 4 << 20  # bytes: a few thousand of these rows per transaction
+
+    class QuotaTarget(Target):
+        def connection(self) -> Any:
+            fresh = self._conn is None or not self._conn.open
+            conn = super().connection()
+            if fresh:
+                with conn.cursor() as cursor:
+                    cursor.execute(f"SET SESSION tidb_mem_quota_query = {quota}")
+            return conn
+
+    query(
+        settings,
+        f"CREATE TABLE `{scratch_db}`.`big` (id INT PRIMARY KEY, u INT NOT NULL, v VARCHAR(200))",
+    )
+    feed = Feed(staging)
+    transactions, size = 24, 1_000
+    for n in range(transactions):
+        ts = TS + 1 + n
+        images = [{"id": i, "u": i, "v": "x" * 150} for i in range(n * size, (n + 1) * size)]
+        rows = [RowChange(ts, scratch_db, "big", Op.INSERT, KEYED, im, None) for im in images]
+        feed(rows, upto=ts)
+    final = TS + transactions
+    configured = settings.updated({"batch_rows": transactions * size})
+    sink = SinkLoop(configured, staging, QuotaTarget(configured))
+    smallest = sink.batch_rows
+    for _ in range(12):
+        reached = sink.run_once()
+        smallest = min(smallest, sink.batch_rows)
+        if reached == final:
+            break
+    assert reached == final
+    assert smallest < transactions * size
+    assert query(settings, f"SELECT COUNT(*), MAX(id) FROM `{scratch_db}`.`big`") == [
+        (transactions * size, transactions * size - 1)
+    ]

@@ -12,10 +12,10 @@ from prometheus_client import REGISTRY
 from config.errors import DDLError, SchemaDriftError
 from config.settings import OnDDLError, OnSchemaDrift, Settings
 from spark_sink.downstream import connect
-from spark_sink.driver import Sink
-from spark_sink.merge import Applier
 from spark_sink.routing import Router
+from spark_sink.sink import SinkLoop
 from spark_sink.skip_ddl import request_skip_ddl
+from spark_sink.target import Target
 from streams.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
 from streams.staging import Staging, TopicPartition
 
@@ -64,10 +64,10 @@ def pipeline(settings: Settings, unique: str, redis_client: Any) -> Iterator[Any
             cursor.execute(f"DROP DATABASE IF EXISTS `{database}`")
 
 
-def sink_for(settings: Settings, staging: Staging, **changes: Any) -> Sink:
+def sink_for(settings: Settings, staging: Staging, **changes: Any) -> SinkLoop:
     configured = settings.updated(changes)
     router = Router(configured.sink.routes, configured.sink.skip_tables)
-    return Sink(configured, staging, Applier(configured, router=router))
+    return SinkLoop(configured, staging, Target(configured, router=router))
 
 
 def query(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
@@ -102,7 +102,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     for part in (unique, str(ts), repr(missing), "CREATE TABLE t2", "1049", "skip-ddl --ts"):
         assert part in message
     assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
-    assert sink.checkpoint().ddl_ts == 0
+    assert sink.target.checkpoint().ddl_ts == 0
     # A restart meets it again (the batch before it committed up to its ts): never lost.
     with pytest.raises(DDLError):
         sink_for(settings, staging).run_once()
@@ -111,7 +111,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     assert str(ts) in request_skip_ddl(settings, ts)
     later = upstream.ddl(missing, None, f"CREATE DATABASE `{missing}`")
     assert sink.run_once() == later
-    assert sink.checkpoint().ddl_ts == later
+    assert sink.target.checkpoint().ddl_ts == later
     assert skipped(unique, "skip-ddl") == before + 1
     assert tables_of(settings, missing) == set()
     assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
@@ -127,7 +127,7 @@ def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) ->
     before = skipped(unique, "on-ddl-error")
     sink = sink_for(settings, staging, on_ddl_error=OnDDLError.SKIP)
     assert sink.run_once() == last
-    assert sink.checkpoint().ddl_ts == refused
+    assert sink.target.checkpoint().ddl_ts == refused
     assert skipped(unique, "on-ddl-error") == before + 1
     assert query(settings, f"SELECT id, v FROM `{database}`.t") == [(1, 2)]
 
@@ -146,7 +146,7 @@ def test_tidb_only_ddl_is_made_safe_for_mariadb(pipeline: Any, unique: str) -> N
     last = upstream.row(database, "t", {"id": 7, "v": 1})
     sink = sink_for(settings, staging)
     assert sink.run_once() == last
-    assert sink.checkpoint().ddl_ts == cached
+    assert sink.target.checkpoint().ddl_ts == cached
     assert query(settings, f"SELECT id, v FROM `{database}`.t") == [(7, 1)]
 
 

@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.driver import Sink
-from spark_sink.merge import Applier
+from spark_sink.sink import SinkLoop
+from spark_sink.target import Target
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from streams.staging import Keys, Staging
@@ -72,7 +72,7 @@ def test_replicate_with_killed_workers(
         duplicates=0.1, schema=unique,
     )  # fmt: skip
     staging = Staging(redis_client(pipeline), unique)
-    sink = Sink(pipeline, staging, Applier(pipeline))
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
     rng = random.Random(protocol)
     checkpoints = []
     env = pipeline_env(pipeline, protocol)

@@ -10,9 +10,9 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.downstream import connect
-from spark_sink.driver import Sink, lead
 from spark_sink.leader import LeaderLock
-from spark_sink.merge import Applier
+from spark_sink.sink import SinkLoop, lead
+from spark_sink.target import Target
 from streams.outage import Outage
 from streams.staging import Staging
 
@@ -34,14 +34,14 @@ def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Sett
 def test_an_idle_sink_whose_connection_was_cut_goes_on(
     pipeline: Settings, staging: Staging, redis_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sink = Sink(pipeline, staging, Applier(pipeline))
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
     lock = LeaderLock(redis_client, staging.keys)
     assert lock.acquire()
     redis_outage = Outage("Redis", SINK_LOG)
     assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
     # The server cuts the idle connection (a restart, a proxy's idle timeout).
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"KILL {sink.applier.connection().thread_id()}")
+        cursor.execute(f"KILL {sink.target.connection().thread_id()}")
     with caplog.at_level(logging.WARNING, SINK_LOG.name):
         assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
     assert "the downstream unavailable since" in caplog.text
@@ -52,7 +52,7 @@ def test_an_idle_sink_whose_connection_was_cut_goes_on(
 def test_a_sink_whose_lease_another_sink_took_stops(
     pipeline: Settings, staging: Staging, redis_client: Any
 ) -> None:
-    sink = Sink(pipeline, staging, Applier(pipeline))
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
     lock = LeaderLock(redis_client, staging.keys)
     assert lock.acquire()
     assert lead(sink, lock, lambda: True, Outage("Redis", SINK_LOG), once=False) == 1
@@ -73,18 +73,34 @@ def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(
         RowChange(TS, scratch_db, "nokey", Op.INSERT, columns, {"a": i, "b": "x"}, None)
         for i in range(3)
     ]
-    applier = Applier(pipeline)
+    target = Target(pipeline)
     lost_once = []
 
     def commit_then_lose_the_reply() -> None:
         # As a server killed after it wrote the commit: done, but the client hears nothing.
         if not lost_once:
             lost_once.append(True)
-            applier.connection().commit()
+            target.connection().commit()
             raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server")
 
-    applier.before_commit = commit_then_lose_the_reply
-    applier.apply(plan_batch(rows), TS, 0, {})
+    target.before_commit = commit_then_lose_the_reply
+    target.apply_batch(plan_batch(rows), TS, 0, {})
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.nokey")
         assert cursor.fetchone() == (3,)
+
+
+def test_batches_halve_when_too_large_and_grow_back() -> None:
+    from spark_sink.sink import next_batch_rows
+
+    configured = 200_000
+    sizes = [configured]
+    for _ in range(3):
+        sizes.append(next_batch_rows(sizes[-1], configured, too_large=True))
+    assert sizes == [200_000, 100_000, 50_000, 25_000]
+    assert next_batch_rows(1, configured, too_large=True) == 1
+    grown = [next_batch_rows(25_000, configured, too_large=False)]
+    while grown[-1] < configured:
+        grown.append(next_batch_rows(grown[-1], configured, too_large=False))
+    assert grown == [50_000, 100_000, 200_000]
+    assert next_batch_rows(configured, configured, too_large=False) == configured

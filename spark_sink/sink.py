@@ -1,8 +1,9 @@
-"""`ticdc-sink apply`: the release loop of one pipeline's active sink.
+"""`ticdc-sink apply`: the sink's loop for one pipeline (the leader's).
 
-Read the global resolved ts; when it passes the checkpoint, take the staged changes in between in
-commit-ts order, cut them into batches (at transaction boundaries, by size, and at every DDL
-barrier), apply each batch with its checkpoint atomically, run each DDL once, then trim Redis.
+Read the global resolved ts; when it passes the checkpoint, release the staged changes in between
+in commit-ts order, plan them into batches (cut at transaction boundaries, by size, and at every
+DDL barrier), hand each batch and each DDL to the :class:`~spark_sink.target.Target`, then trim
+Redis. Nothing here writes SQL.
 """
 
 from __future__ import annotations
@@ -12,32 +13,20 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 import pymysql
 import redis
 
-from config.errors import DDLError, RowRefusedError, StagingLostError, TransientApplyError
-from config.settings import OnDDLError, OnRowError, Settings
+from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError, TransientApplyError
+from config.settings import OnRowError, Settings
 from config.signals import stop_on_signals
 from spark_sink.batches import PlannedBatch, planned_batches
-from spark_sink.ddl_routing import named_database, route_ddl
-from spark_sink.ddl_text import is_database_ddl
-from spark_sink.dialect import Server
-from spark_sink.downstream import (
-    DOWNSTREAM_OUTAGE,
-    Checkpoint,
-    connect,
-    execute_ddl,
-    is_transient,
-    with_retries,
-)
+from spark_sink.downstream import DOWNSTREAM_OUTAGE, Checkpoint, connect
 from spark_sink.leader import LeaderLock
-from spark_sink.merge import Applier
-from spark_sink.metrics import DDL_SKIPPED, record_batch, record_checkpoint
+from spark_sink.metrics import record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from spark_sink.refused import RefusedRow, without_refused
-from spark_sink.tidb_syntax import mysql_safe
+from spark_sink.target import Target
 from streams.metrics import DEAD_LETTERS_TRIMMED, serve_metrics
 from streams.model import DDLEvent
 from streams.outage import RETRY_FIRST_S, Outage, next_delay
@@ -50,49 +39,62 @@ log = logging.getLogger("ticdc_sink.sink")
 
 # How long the loop sleeps when there is nothing new to apply.
 IDLE_SLEEP_S = 0.05
-# Before the first checkpoint is read.
-NO_CHECKPOINT = Checkpoint(0, 0, 0, {})
 # What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
 REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
-class Sink:
-    """The apply loop for one pipeline; :meth:`run_once` applies everything resolved so far."""
+def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
+    """The batch size of the next round: half after a batch outgrew the downstream's
+    transaction limit, back up by doubling (never past ``configured``) after a round that
+    fitted. Batches are cut between upstream transactions only, so each stays atomic with its
+    checkpoint however small."""
+    if too_large:
+        return max(1, current // 2)
+    return min(configured, current * 2)
+
+
+class SinkLoop:
+    """The loop of one pipeline: release -> plan -> target.apply -> trim. :meth:`run_once`
+    applies everything resolved so far."""
 
     def __init__(
-        self, settings: Settings, staging: Staging, applier: Applier, epoch: int = 0
+        self, settings: Settings, staging: Staging, target: Target, epoch: int = 0
     ) -> None:
         self.settings = settings
         self.staging = staging
-        self.applier = applier
+        self.target = target
         self.epoch = epoch
         self.applied_rows = 0
-
-    def checkpoint(self) -> Checkpoint:
-        """How far the downstream is (all zero before the first checkpoint)."""
-        conn = self.applier.connection()
-        with conn.cursor() as cursor:
-            found = self.applier.checkpoint.read(cursor)
-        conn.commit()
-        return found or NO_CHECKPOINT
+        # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
+        # size limit cuts batches smaller.
+        self.batch_rows = settings.sink.batch_rows
 
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
-        checkpoint = self.checkpoint()
+        checkpoint = self.target.checkpoint()
         self._check_lineage(checkpoint.resolved_ts)
         after = self._release_after(checkpoint)
         resolved = self.staging.global_resolved_ts()
         if resolved is None or resolved <= after:
             return checkpoint.resolved_ts
         released = self.staging.release(after, resolved)
-        steps = planned_batches(released, self.settings.sink.batch_rows, resolved)
+        steps = planned_batches(released, self.batch_rows, resolved)
         # A thread reads and plans the next batch while this one is applied (the apply mostly
         # waits on the downstream): one batch applied, one planned, one being read.
-        for step in read_ahead(steps, limit=1, chunk=1):
-            if isinstance(step, DDLEvent):
-                self._ddl(step, checkpoint)
-            else:
-                self._flush(step)
+        try:
+            for step in read_ahead(steps, limit=1, chunk=1):
+                if isinstance(step, DDLEvent):
+                    offsets = self.staging.replay_offsets(step.commit_ts)
+                    self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
+                else:
+                    self._apply(step)
+        except BatchTooLargeError as error:
+            if self.batch_rows == 1:
+                raise
+            self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
+            log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
+            return self.target.checkpoint().resolved_ts
+        self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
         self.staging.trim(resolved)
         return resolved
 
@@ -118,12 +120,12 @@ class Sink:
             )
         self.staging.mark_lineage()
 
-    def _flush(self, batch: PlannedBatch) -> None:
+    def _apply(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
         while True:
             try:
-                merged = self.applier.apply(batch.plans, batch.upto, self.epoch, offsets)
+                merged = self.target.apply_batch(batch.plans, batch.upto, self.epoch, offsets)
                 break
             except RowRefusedError as refused:
                 if self.settings.sink.on_row_error is OnRowError.STOP:
@@ -148,92 +150,6 @@ class Sink:
             describe_tso(batch.upto),
             tso_age(batch.upto),
         )
-
-    def _ddl(self, ddl: DDLEvent, checkpoint: Checkpoint) -> None:
-        if ddl.commit_ts <= checkpoint.ddl_ts:
-            log.info("DDL at %d already applied: %s", ddl.commit_ts, ddl.query)
-            return
-        router = self.applier.router
-        if not ddl.schema:
-            # A DDL event without its database (the project's own Simple encoder writes no table
-            # schema for DDL) that qualifies its table runs in the database it names.
-            ddl = replace(ddl, schema=named_database(ddl.query))
-        route = router.route(ddl.schema or "", ddl.table or "")
-        if ddl.table and route is None:
-            return
-        if ddl.commit_ts == checkpoint.skip_ddl_ts:
-            log.warning(
-                "DDL at %d skipped, as `ticdc-sink skip-ddl` asked: %s", ddl.commit_ts, ddl.query
-            )
-            DDL_SKIPPED.labels(self.settings.group, "skip-ddl").inc()
-            self._record_ddl(ddl)
-            return
-        database = None
-        if ddl.schema:
-            database = route[0] if route and ddl.table else router.route_schema(ddl.schema)
-        try:
-            query = self._downstream_query(ddl, database)
-            if query is None:
-                self._record_ddl(ddl)
-                return
-            home = None if is_database_ddl(query) else database
-            if home is None and not is_database_ddl(query):
-                raise DDLError("the event names no database to run it in")
-            with_retries(lambda: self._record_ddl(ddl, query, home), f"DDL at {ddl.commit_ts}")
-        except DDLError as error:
-            message = (
-                f"pipeline {self.settings.group}: the DDL at commit ts {ddl.commit_ts} in database "
-                f"{database!r} failed: {error}. Query: {ddl.query!r}. To go on: fix the "
-                f"downstream and start the sink again, or run `ticdc-sink skip-ddl --ts "
-                f"{ddl.commit_ts}` (or set TICDC_SINK_ON_DDL_ERROR=skip) and apply it by hand"
-            )
-            if self.settings.sink.on_ddl_error is OnDDLError.STOP:
-                raise DDLError(message) from None
-            log.error("%s; skipped (TICDC_SINK_ON_DDL_ERROR=skip)", message)
-            DDL_SKIPPED.labels(self.settings.group, "on-ddl-error").inc()
-            self._record_ddl(ddl)
-        self.applier.forget_layouts()
-
-    def _downstream_query(self, ddl: DDLEvent, home: str | None) -> str | None:
-        """The DDL's text as the downstream runs it: TiDB-only syntax out (unless the
-        downstream is TiDB), names routed; None when nothing is left to run."""
-        query = ddl.query
-        if not self._downstream_is_tidb():
-            safe = mysql_safe(ddl.query)
-            if safe is None:
-                log.info(
-                    "DDL at %d is TiDB's own, nothing to run downstream: %s",
-                    ddl.commit_ts,
-                    ddl.query,
-                )
-                return None
-            query = safe
-        return route_ddl(query, ddl.schema or "", self.applier.router, home)
-
-    def _downstream_is_tidb(self) -> bool:
-        self.applier.connection()  # reads the server's dialect on connecting
-        dialect = self.applier.dialect
-        return dialect is not None and dialect.server is Server.TIDB
-
-    def _record_ddl(self, ddl: DDLEvent, query: str | None = None, home: str | None = None) -> None:
-        """Run ``query`` (if any) in ``home``, then record the DDL as applied."""
-        conn = self.applier.connection()
-        try:
-            with conn.cursor() as cursor:
-                if query is not None:
-                    execute_ddl(cursor, home, query, self.settings.downstream.meta_db)
-                self.applier.checkpoint.advance(
-                    cursor,
-                    ddl.commit_ts,
-                    self.epoch,
-                    self.staging.replay_offsets(ddl.commit_ts),
-                    ddl.commit_ts,
-                )
-            conn.commit()
-        except Exception as error:
-            if is_transient(error):
-                self.applier.drop_connection()
-            raise
 
 
 def _acquire(lock: LeaderLock, outage: Outage) -> bool:
@@ -268,10 +184,10 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     client = redis_client(settings)
     staging = Staging(client, settings.group)
     lock = LeaderLock(client, staging.keys)
-    applier = Applier(settings, router=Router(settings.sink.routes, settings.sink.skip_tables))
+    target = Target(settings, router=Router(settings.sink.routes, settings.sink.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.
     with _unless_stopping(stop, "starting Spark"):
-        applier.spark()
+        target.spark()
     # PySpark's context takes SIGINT for itself (it cancels jobs and raises): take it back.
     stop_on_signals(stop)
     redis_outage = Outage("Redis", log)
@@ -283,7 +199,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         log.info("stopped before leading pipeline %s", settings.group)
         return 0
     lost = lock.keep_alive(redis_outage)
-    sink = Sink(settings, staging, applier, epoch=lock.epoch)
+    sink = SinkLoop(settings, staging, target, epoch=lock.epoch)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
         code = lead(sink, lock, lost.is_set, redis_outage, once, stop)
@@ -295,7 +211,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
 
 
 def lead(
-    sink: Sink,
+    sink: SinkLoop,
     lock: LeaderLock,
     lost: Callable[[], bool],
     redis_outage: Outage,
@@ -320,9 +236,9 @@ def lead(
             delay = next_delay(delay)
             continue
         except (pymysql.MySQLError, TransientApplyError) as error:
-            if not is_transient(error):
+            if not sink.target.is_transient(error):
                 raise
-            sink.applier.drop_connection()
+            sink.target.drop_connection()
             DOWNSTREAM_OUTAGE.failed(error, "applying")
             stop.wait(delay)
             delay = next_delay(delay)

@@ -1,0 +1,169 @@
+"""The ways a staging table is loaded, behind one protocol, and the policy that picks one.
+
+LOAD DATA LOCAL sends a CSV file that Arrow writes in C over the sink's own connection; INSERT
+binds the rows over it; Spark's JDBC writer loads big tables from its executors on connections of
+their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back).
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from config.errors import ApplyError, TransientApplyError
+from config.settings import Downstream
+from spark_sink.dialect import Dialect, bindable
+from spark_sink.local_infile import serving
+from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
+from streams.upstream import quote
+
+log = logging.getLogger("ticdc_sink.sink")
+
+# Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).
+CSV_NULL = "NULL"
+# Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
+JDBC_BATCH_SIZE = 5_000
+# Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
+LOST_CONNECTION_MARKERS = (
+    "SQLNonTransientConnectionException",
+    "SQLTransientConnectionException",
+    "Connection reset",
+    "Communications link failure",
+    "Could not connect",
+    "Connection refused",
+)
+# Spark's words for a load whose executor died under it (a killed JVM, a lost worker).
+LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
+
+
+class LoadPath(StrEnum):
+    """How a staging table is loaded."""
+
+    SPARK = "spark"
+    LOAD_DATA = "load-data"
+    INSERT = "insert"
+
+
+def load_path(rows: int, spark_min_rows: int, load_data_local: bool) -> LoadPath:
+    """The way to load a staging table of ``rows`` rows: Spark from ``spark_min_rows`` rows
+    (TICDC_SINK_SPARK_MIN_ROWS), else LOAD DATA LOCAL where the server and the sink allow it
+    (``load_data_local``), else INSERT."""
+    if rows >= spark_min_rows:
+        return LoadPath.SPARK
+    return LoadPath.LOAD_DATA if load_data_local else LoadPath.INSERT
+
+
+class Loader(Protocol):
+    """Fills an emptied staging table with a table's staged rows."""
+
+    def load(self, cursor: Any, item: StagedTable) -> None: ...
+
+
+class InsertLoader:
+    """Binds the rows into multi-row INSERTs over the sink's connection (in its transaction)."""
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        names = ", ".join(quote(c.name) for c in item.columns) + f", {quote(DELETE_FLAG)}"
+        marks = ", ".join(["%s"] * (len(item.columns) + 1))
+        cursor.executemany(
+            bindable(f"INSERT INTO {item.stage} ({names})") + f" VALUES ({marks})",
+            staging_rows(item),
+        )
+
+
+@dataclass(frozen=True)
+class LoadDataLoader:
+    """Sends a CSV file over the sink's connection (in its transaction): no per-value escaping
+    in Python. Binary cells travel as hex (CSV is text) and are unhexed by the server."""
+
+    dialect: Dialect
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        import pyarrow as pa
+        import pyarrow.csv as csv
+
+        arrays, targets, assignments = [], [], []
+        for index, column in enumerate(item.columns):
+            values = item.values(column)
+            array = arrow_column(column, values)
+            if pa.types.is_binary(array.type):
+                cells = (cell(v, column) for v in values)
+                array = pa.array([None if c is None else c.hex() for c in cells], pa.string())
+                targets.append(f"@h{index}")
+                assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
+            else:
+                targets.append(quote(column.name))
+            arrays.append(array)
+        arrays.append(pa.array(item.flags(), pa.int32()))
+        targets.append(quote(DELETE_FLAG))
+        table = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
+        options = csv.WriteOptions(
+            include_header=False, quoting_style="all_valid", null_string=CSV_NULL
+        )
+        with (
+            tempfile.NamedTemporaryFile(suffix=".csv") as file,
+            serving(cursor.connection, file.name),
+        ):
+            csv.write_csv(table, file.name, options)
+            # No bound parameters: a '%' in an identifier stays as it is.
+            loaded = cursor.execute(
+                self.dialect.load_data_local(file.name, item.stage, targets, assignments)
+            )
+        # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
+        # warnings and store a clipped value: refuse the batch as an INSERT would.
+        cursor.execute("SHOW WARNINGS")
+        problems = [w for w in cursor.fetchall() if w[0] != "Note"]
+        if problems or loaded != len(item.images):
+            shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
+            raise ApplyError(
+                f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
+                f"rows): {shown or 'rows missing'}"
+            )
+
+
+@dataclass(frozen=True)
+class SparkLoader:
+    """Loads through Spark's JDBC writer; its executors commit on connections of their own."""
+
+    spark: Callable[[], Any]
+    downstream: Downstream
+    meta_db: str
+    dialect: Dialect
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        import pyarrow as pa
+
+        from spark_sink.session import jdbc_options, spark_frame
+
+        arrays = [arrow_column(column, item.values(column)) for column in item.columns]
+        arrays.append(pa.array(item.flags(), pa.int32()))
+        names = [c.name for c in item.columns] + [DELETE_FLAG]
+        # Positional names in Arrow and Parquet; the real ones (any characters) only in Spark.
+        table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+        options = jdbc_options(self.downstream, self.meta_db, self.dialect.jdbc_batching())
+        options |= self.dialect.spark_write_options()
+        with tempfile.TemporaryDirectory(prefix="ticdc-sink-spark-") as scratch:
+            frame = spark_frame(self.spark(), table, scratch).toDF(*names)
+            try:
+                (
+                    frame.write.format("jdbc")
+                    .options(
+                        **options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE)
+                    )
+                    .mode("append")
+                    .save()
+                )
+            except Exception as error:
+                if any(marker in str(error) for marker in LOST_CONNECTION_MARKERS):
+                    raise TransientApplyError(
+                        f"Spark load of {item.stage} lost its connection"
+                    ) from error
+                if any(marker in str(error) for marker in LOST_EXECUTOR_MARKERS):
+                    raise TransientApplyError(
+                        f"Spark load of {item.stage} lost an executor"
+                    ) from error
+                raise
