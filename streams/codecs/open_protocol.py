@@ -48,6 +48,7 @@ _LENGTH = struct.Struct(">Q")
 _HANDLE_KEY = int(ColumnFlag.HANDLE_KEY)
 _BINARY = int(ColumnFlag.BINARY)
 _JSON_SCALARS = (str, int, float, bool, type(None))
+# The values of TiCDC's MessageKey.RowID (an int64): a row id outside them is no row id.
 _INT64 = range(-(1 << 63), 1 << 63)
 
 
