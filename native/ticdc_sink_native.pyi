@@ -1,7 +1,17 @@
-"""Native fast paths for ticdc-sink's codecs: each returns None where the Python codec decides."""
+"""Native fast paths for ticdc-sink's codecs and staged rows.
+
+One convention (``streams/native.py``): each class is made with a ``Model`` and what it caches or
+reads passed explicitly; each method takes what its Python twin takes and returns None for what
+it hands back to that twin, which decides (and words every error).
+"""
 
 from collections.abc import Callable
 from typing import Any
+
+from streams.model import ColumnType, Event, RowChange
+
+# ``column_type(mysql_type, flags)``: the shared column type of a pair.
+ColumnTypeOf = Callable[[int, int], ColumnType]
 
 class PackedMessage:
     """A message's packed rows and resolved timestamps (``streams.packed.PackedEvents``)."""
@@ -18,36 +28,47 @@ def stage_frames(
     its rows as ZADD score/member pairs."""
 
 class Model:
-    """The event model the decoders build: ``RowChange``, ``Resolved`` and the row ops."""
+    """The event model the classes build: ``RowChange``, ``Resolved`` and the row ops."""
 
     def __init__(
         self, row: type, resolved: type, insert: object, update: object, delete: object
     ) -> None: ...
 
 class OpenDecoder:
-    def __init__(self, model: Model) -> None: ...
-    def decode(
-        self, key: bytes, value: bytes, kinds: dict[int, tuple[Any, ...]]
-    ) -> list[Any] | None: ...
-    def decode_packed(self, key: bytes, value: bytes) -> PackedMessage | None: ...
+    """Open Protocol messages of rows and resolved events."""
+
+    def __init__(self, model: Model, column_type: ColumnTypeOf, max_bytes: int) -> None: ...
+    def decode(self, key: object, value: object) -> list[Event] | None: ...
+    def decode_packed(self, key: object, value: object) -> PackedMessage | None: ...
     def decode_packed_many(
-        self, messages: list[tuple[bytes, bytes]]
+        self, messages: list[tuple[object, object]]
     ) -> list[PackedMessage | None]: ...
 
 class CraftDecoder:
-    def __init__(self, model: Model, column_type: Any) -> None: ...
-    def decode(self, value: bytes) -> list[Any] | None: ...
-    def decode_packed(self, value: bytes) -> PackedMessage | None: ...
-    def decode_packed_many(self, values: list[bytes]) -> list[PackedMessage | None]: ...
+    """Craft messages (the key is unused)."""
+
+    def __init__(self, model: Model, column_type: ColumnTypeOf, max_bytes: int) -> None: ...
+    def decode(self, key: object, value: object) -> list[Event] | None: ...
+    def decode_packed(self, key: object, value: object) -> PackedMessage | None: ...
+    def decode_packed_many(
+        self, messages: list[tuple[object, object]]
+    ) -> list[PackedMessage | None]: ...
 
 class SimpleDecoder:
+    """Simple JSON DML and watermarks of tables whose layout the Python codec made (``layouts``:
+    its own dict of (schema, table, version) to {column: (column type, reader)})."""
+
     def __init__(
         self,
         model: Model,
         readers: tuple[Any, Any, Any, Any, Any],
         layouts: dict[Any, Any],
-        fallback: Callable[[bytes | None, bytes], list[Any]],
         max_bytes: int,
     ) -> None: ...
-    def decode(self, key: bytes | None, value: bytes) -> list[Any]: ...
-    def try_decode(self, value: object) -> list[Any] | None: ...
+    def decode(self, key: object, value: object) -> list[Event] | None: ...
+
+class RowUnpacker:
+    """Staged rows in the packed form (``streams.packed.unpack_row``)."""
+
+    def __init__(self, model: Model, column_type: ColumnTypeOf) -> None: ...
+    def unpack(self, commit_ts: int, data: bytes) -> RowChange | None: ...

@@ -11,6 +11,10 @@ keys to delete and a set of rows to upsert; the merge runs the deletes first, th
   a multiset (upstream, TiDB tells identical rows apart by a hidden row id): an insert adds one
   copy of its image, a delete removes one, an update removes one copy of the old image and adds
   one of the new. The plan holds each image's net change in copies.
+- A key-less row that carries the upstream's row id (Open Protocol's ``rid``) is followed by that
+  identity, as a keyed row by its key: its changes in the batch collapse to their net effect
+  (one copy of the image it had before the batch out, one of its last image in), so a change
+  TiCDC delivered twice counts once. Rows without a row id keep multiset semantics.
 - A delete carrying only handle-key columns (TiCDC without old values) deletes by that key.
 """
 
@@ -24,6 +28,11 @@ from operator import attrgetter
 from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
 Key = tuple[Value, ...]
+# A key-less row's upstream identity: partition id (row ids are per physical table) and row id.
+RowIdentity = tuple[int | None, int]
+# Within one commit ts a followed row's removal comes before its new image (TiCDC may split an
+# update into a delete and an insert), as for keyed rows.
+_REMOVALS_FIRST = {Op.DELETE: 0, Op.UPDATE: 1, Op.INSERT: 2}
 # Plain ints: IntFlag's ``&`` is a Python-level call, and planning tests flags per row.
 _KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
 _UNIQUE = int(ColumnFlag.UNIQUE_KEY)
@@ -94,12 +103,17 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
         plan.columns.update(change.columns)
         return plan
 
+    followed: dict[tuple[str, str], dict[RowIdentity, _Followed]] = {}
     for _, transaction in groupby(changes, key=attrgetter("commit_ts")):
         group = list(transaction)
+        identified: list[RowChange] = []
         for change in group:
             plan = plan_for(change)
             if plan.keyless:
-                _count_copies(plan, change)
+                if change.row_id is None:
+                    _count_copies(plan, change)
+                else:
+                    identified.append(change)
                 continue
             removed = _removed(change, plan.key_columns)
             if removed is not None:
@@ -117,10 +131,59 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
                 key = _key(new, plan.key_columns)
                 plan.upserts[key] = new
                 plan.commit_ts[key] = change.commit_ts
+        if identified:
+            identified.sort(key=lambda change: _REMOVALS_FIRST[change.op])
+            for change in identified:
+                rows = followed.setdefault((change.schema, change.table), {})
+                _follow(rows, change)
+    for name, rows in followed.items():
+        for row in rows.values():
+            _count_net(plans[name], row)
     for plan in plans.values():
         if plan.keyless:
             _settle_copies(plan)
     return list(plans.values())
+
+
+@dataclass
+class _Followed:
+    """A key-less row followed by its upstream identity through a batch: the image it had
+    before the batch (None: it did not exist, or its old image is unknown) and its last one
+    (None: deleted), with the commit ts of its first and last change."""
+
+    before: dict[str, Value] | None
+    after: dict[str, Value] | None
+    first_ts: int
+    last_ts: int
+
+
+def _follow(rows: dict[RowIdentity, _Followed], change: RowChange) -> None:
+    """Move a followed row to its state after ``change`` (a repeated change moves it nowhere)."""
+    assert change.row_id is not None
+    identity = (change.partition_id, change.row_id)
+    after = None if change.op is Op.DELETE else change.new
+    row = rows.get(identity)
+    if row is None:
+        before = None if change.op is Op.INSERT else change.old
+        rows[identity] = _Followed(before, after, change.commit_ts, change.commit_ts)
+    else:
+        row.after = after
+        row.last_ts = change.commit_ts
+
+
+def _count_net(plan: TablePlan, row: _Followed) -> None:
+    """Count a followed row's net effect into a key-less plan: one copy of its image before the
+    batch out, one of its last image in (the two cancel when they are equal)."""
+    if row.before is not None:
+        key = _key(row.before, plan.key_columns)
+        plan.copies[key] = plan.copies.get(key, 0) - 1
+        plan.deletes.setdefault(key, row.before)
+        plan.commit_ts[key] = row.first_ts
+    if row.after is not None:
+        key = _key(row.after, plan.key_columns)
+        plan.copies[key] = plan.copies.get(key, 0) + 1
+        plan.deletes.setdefault(key, row.after)
+        plan.commit_ts[key] = row.last_ts
 
 
 def _count_copies(plan: TablePlan, change: RowChange) -> None:

@@ -130,6 +130,8 @@ class RowChange:
     ``columns`` names every column present in ``new`` or ``old`` with its type and flags. A delete
     has ``new=None`` and ``old`` the deleted image (possibly key columns only); an insert has
     ``old=None``; an update has both (``old`` is None when TiCDC ran without old values).
+    ``row_id`` is the upstream's identity of the row where the protocol carries one (Open
+    Protocol's ``rid``: TiDB's integer handle, a key-less table's hidden row id).
     """
 
     commit_ts: int
@@ -141,6 +143,7 @@ class RowChange:
     old: dict[str, Value] | None
     partition_id: int | None = None
     handle_key_only: bool = False
+    row_id: int | None = None
 
     def key_names(self) -> list[str]:
         """The handle/primary key columns, or every column when the table has no such key."""

@@ -3,6 +3,8 @@
 Workers stage rows in this form and the sink reads them back; a codec with a native fast path
 produces it straight from the wire (``Codec.decode_packed``), byte for byte what :func:`pack_row`
 makes of the row it decodes. msgpack keeps bytes apart from text and 64-bit integers exact.
+A row that carries its upstream row id packs it as a ninth field; rows without one keep the
+eight fields they were staged with before row ids.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Protocol
 import msgpack
 
 from streams.model import ColumnType, Op, RowChange, column_type
-from streams.native import native_decoder
+from streams.native import native_first, native_model
 
 # The op codes, in the order the native decoders write them.
 _OPS = {Op.INSERT: 0, Op.UPDATE: 1, Op.DELETE: 2}
@@ -36,21 +38,23 @@ class PackedEvents(Protocol):
 
 
 def pack_row(row: RowChange) -> bytes:
-    """``row`` as msgpack of op, schema, table, columns, new, old, partition id, key-only."""
+    """``row`` as msgpack of op, schema, table, columns, new, old, partition id, key-only, and
+    the row id when it has one."""
     columns = [[name, kind.mysql_type, kind.flags] for name, kind in row.columns.items()]
-    return msgpack.packb(  # type: ignore[no-any-return]
-        [
-            _OPS[row.op],
-            row.schema,
-            row.table,
-            columns,
-            row.new,
-            row.old,
-            row.partition_id,
-            row.handle_key_only,
-        ],
-        use_bin_type=True,
-    )
+    fields = [
+        _OPS[row.op],
+        row.schema,
+        row.table,
+        columns,
+        row.new,
+        row.old,
+        row.partition_id,
+        row.handle_key_only,
+    ]
+    if row.row_id is not None:
+        fields.append(row.row_id)
+    packed: bytes = msgpack.packb(fields, use_bin_type=True)
+    return packed
 
 
 def pack_rows(rows: Iterable[RowChange]) -> list[tuple[int, bytes]]:
@@ -60,7 +64,11 @@ def pack_rows(rows: Iterable[RowChange]) -> list[tuple[int, bytes]]:
 
 def unpack_row(commit_ts: int, data: bytes) -> RowChange:
     """The row change :func:`pack_row` packed (the commit ts travels beside it)."""
-    op, schema, table, columns, new, old, partition, key_only = msgpack.unpackb(data, raw=False)
+    op, schema, table, columns, new, old, partition, key_only, *row_id = msgpack.unpackb(
+        data, raw=False
+    )
+    if len(row_id) > 1:
+        raise ValueError(f"a packed row has at most 9 fields, not {8 + len(row_id)}")
     kinds: dict[str, ColumnType] = {name: column_type(t, f) for name, t, f in columns}
     return RowChange(
         commit_ts,
@@ -72,10 +80,16 @@ def unpack_row(commit_ts: int, data: bytes) -> RowChange:
         old,
         partition_id=partition,
         handle_key_only=key_only,
+        row_id=row_id[0] if row_id else None,
     )
 
 
-def row_reader() -> Callable[[int, bytes], RowChange]:
-    """:func:`unpack_row`, or its native equal (which hands it what it refuses) when built."""
-    native = native_decoder("RowUnpacker", column_type, unpack_row)
-    return native.unpack if native is not None else unpack_row
+def row_reader(native: bool = True) -> Callable[[int, bytes], RowChange]:
+    """:func:`unpack_row`, behind its native equal when built (and ``native``); each reader has
+    its own cache of table layouts."""
+    model = native_model(native)
+    if model is None:
+        return unpack_row
+    from ticdc_sink_native import RowUnpacker
+
+    return native_first(RowUnpacker(model, column_type).unpack, unpack_row)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 
 use crate::model::{self, Cell, Images, Model, Packed, PackedMessage, Row, Slot, Value};
 
@@ -235,24 +235,35 @@ impl<'a> Message<'a> {
 pub struct CraftDecoder {
     model: Py<Model>,
     column_type: Py<PyAny>,
+    max_bytes: usize,
     // Column types by `type << 16 | flags`, made once by the model's `column_type`.
     kinds: Mutex<HashMap<u32, Py<PyAny>>>,
 }
 
 #[pymethods]
 impl CraftDecoder {
-    /// The model and its `column_type` function.
+    /// The model, its `column_type` function, and the size above which a message is handed back.
     #[new]
-    fn new(model: Py<Model>, column_type: Py<PyAny>) -> Self {
+    fn new(model: Py<Model>, column_type: Py<PyAny>, max_bytes: usize) -> Self {
         CraftDecoder {
             model,
             column_type,
+            max_bytes,
             kinds: Mutex::default(),
         }
     }
 
-    /// The message's events, or `None` when the Python codec must decide.
-    fn decode<'py>(&self, py: Python<'py>, value: &[u8]) -> PyResult<Option<Bound<'py, PyList>>> {
+    /// The message's events, or `None` when the Python codec must decide (the key is unused:
+    /// Craft's is empty).
+    fn decode<'py>(
+        &self,
+        py: Python<'py>,
+        _key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(value) = self.taken(value) else {
+            return Ok(None);
+        };
         let Some(message) = Message::parse(value) else {
             return Ok(None);
         };
@@ -283,7 +294,15 @@ impl CraftDecoder {
 
     /// The message's rows packed and its resolved timestamps, or `None` when the Python codec
     /// must decide: what `decode` would return, already packed.
-    fn decode_packed(&self, py: Python<'_>, value: &[u8]) -> PyResult<Option<Py<PackedMessage>>> {
+    fn decode_packed(
+        &self,
+        py: Python<'_>,
+        _key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Py<PackedMessage>>> {
+        let Some(value) = self.taken(value) else {
+            return Ok(None);
+        };
         // Parsing and packing touch no Python object: other threads run meanwhile.
         match py.detach(|| pack_message(value)) {
             Some(packed) => packed.into_py(py),
@@ -291,15 +310,25 @@ impl CraftDecoder {
         }
     }
 
-    /// `decode_packed` of many messages in one stretch without the GIL; `None` for each the
-    /// Python codec must decide.
+    /// `decode_packed` of many (key, value) messages in one stretch without the GIL; `None`
+    /// for each the Python codec must decide.
     fn decode_packed_many<'py>(
         &self,
         py: Python<'py>,
-        values: Vec<Bound<'py, PyBytes>>,
+        messages: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     ) -> PyResult<Vec<Option<Py<PackedMessage>>>> {
-        let slices: Vec<&[u8]> = values.iter().map(|value| value.as_bytes()).collect();
-        model::pack_many(py, &slices, |value| pack_message(value))
+        let slices: Vec<Option<&[u8]>> = messages
+            .iter()
+            .map(|(_, value)| self.taken(value))
+            .collect();
+        model::pack_many(py, &slices, |value| pack_message((*value)?))
+    }
+}
+
+impl CraftDecoder {
+    /// The value's bytes when this decoder is to try it: exactly `bytes`, within the size.
+    fn taken<'a>(&self, value: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
+        model::exact_bytes(value).filter(|data| data.len() <= self.max_bytes)
     }
 }
 
@@ -374,6 +403,7 @@ impl CraftDecoder {
             old,
             partition_id,
             handle_key_only: false,
+            row_id: None,
         };
         self.model.get().row(py, row).map(Some)
     }
@@ -515,7 +545,16 @@ fn pack_row(message: &Message<'_>, row: RowEvent<'_>, out: &mut Vec<u8>) -> Opti
     let partition_id = (row.partition != NULL_ID).then_some(Value::Signed(row.partition));
     let images = Images { read };
     let (schema, table) = (name(row.schema), name(row.table));
-    model::pack_row(out, schema, table, partition_id.as_ref(), false, &images).then_some(())
+    model::pack_row(
+        out,
+        schema,
+        table,
+        partition_id.as_ref(),
+        false,
+        None,
+        &images,
+    )
+    .then_some(())
 }
 
 /// A raw value as the model holds it, by the same rules as the Python codec's value decoders.

@@ -11,7 +11,7 @@ use pyo3::types::{PyBool, PyBytes, PyFloat, PyString, PyType};
 
 use crate::msgpack;
 
-const ROW_FIELDS: [&str; 9] = [
+const ROW_FIELDS: [&str; 10] = [
     "commit_ts",
     "schema",
     "table",
@@ -21,13 +21,14 @@ const ROW_FIELDS: [&str; 9] = [
     "old",
     "partition_id",
     "handle_key_only",
+    "row_id",
 ];
 const RESOLVED_FIELDS: [&str; 1] = ["commit_ts"];
 
 /// The model's classes and ops, shared by every native decoder.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct Model {
-    row: Builder<9>,
+    row: Builder<10>,
     resolved: Builder<1>,
     ops: [Py<PyAny>; 3],
 }
@@ -62,6 +63,8 @@ pub struct Row<'py> {
     pub old: Option<Bound<'py, PyAny>>,
     pub partition_id: Option<Bound<'py, PyAny>>,
     pub handle_key_only: bool,
+    /// The upstream's row identity where the protocol carries it (Open Protocol's `rid`).
+    pub row_id: Option<i64>,
 }
 
 impl Model {
@@ -79,6 +82,10 @@ impl Model {
                 row.old.unwrap_or_else(none),
                 row.partition_id.unwrap_or_else(none),
                 PyBool::new(py, row.handle_key_only).to_owned().into_any(),
+                match row.row_id {
+                    Some(id) => id.into_pyobject(py)?.into_any(),
+                    None => none(),
+                },
             ],
         )
     }
@@ -178,6 +185,15 @@ impl Value<'_> {
             Value::Bytes(data) => msgpack::binary(out, data),
         }
     }
+}
+
+/// The bytes of `object` when it is exactly `bytes` (a subclass or another buffer is the Python
+/// codec's to judge).
+pub fn exact_bytes<'a>(object: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {
+    object
+        .cast_exact::<PyBytes>()
+        .ok()
+        .map(|bytes| bytes.as_bytes())
 }
 
 /// A message's rows packed into one buffer (which needs no GIL) and its resolved timestamps.
@@ -291,7 +307,8 @@ pub enum Slot {
 }
 
 /// Writes a row in the packed form `streams/packed.py` reads (msgpack of op, schema, table,
-/// columns, new, old, partition id, handle-key-only), as Python packs the same decoded row; false
+/// columns, new, old, partition id, handle-key-only, and the row id when there is one), as
+/// Python packs the same decoded row; false
 /// (nothing usable written) for what only a dict's merging would make sense of: a column named
 /// twice in one image, or two images for one slot.
 pub fn pack_row(
@@ -300,6 +317,7 @@ pub fn pack_row(
     table: &str,
     partition_id: Option<&Value<'_>>,
     handle_key_only: bool,
+    row_id: Option<i64>,
     images: &Images<'_>,
 ) -> bool {
     let find = |slot| images.read.iter().find(|(s, _)| *s == slot).map(|(_, c)| c);
@@ -314,7 +332,7 @@ pub fn pack_row(
         (None, Some(_)) => 2,
         (None, None) => return false,
     };
-    msgpack::array(out, 8);
+    msgpack::array(out, if row_id.is_some() { 9 } else { 8 });
     msgpack::unsigned(out, op);
     msgpack::text(out, schema);
     msgpack::text(out, table);
@@ -343,6 +361,9 @@ pub fn pack_row(
         None => msgpack::nil(out),
     }
     msgpack::boolean(out, handle_key_only);
+    if let Some(id) = row_id {
+        msgpack::signed(out, id);
+    }
     true
 }
 

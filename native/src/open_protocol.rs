@@ -4,7 +4,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyString};
+use pyo3::types::{PyDict, PyList, PyString};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -22,6 +22,8 @@ const KEY_ROW: u64 = 1;
 const KEY_RESOLVED: u64 = 3;
 const BINARY: u32 = 0x01;
 const HANDLE_KEY: u32 = 0x02;
+// MySQL FLOAT and DOUBLE.
+const FLOAT_TYPES: [u32; 2] = [4, 5];
 
 /// Why a message is not decoded here: hand it to the Python codec, or a Python error.
 enum Refusal {
@@ -57,11 +59,14 @@ impl<T> OrFallback<T> for Option<T> {
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct OpenDecoder {
     model: Py<Model>,
-    // Looked up once per process rather than once per column (the GIL holds them uncontended).
+    column_type: Py<PyAny>,
+    max_bytes: usize,
+    // Looked up once per decoder rather than once per column (the GIL holds them uncontended).
     cache: Mutex<Cache>,
 }
 
-/// Column types by `type << 16 | flags`, and column names as Python strings.
+/// Column types by `type << 16 | flags` (made by the model's `column_type`), and column names
+/// as Python strings.
 #[derive(Default)]
 struct Cache {
     kinds: HashMap<u32, Py<PyAny>>,
@@ -73,28 +78,33 @@ const MAX_CACHED_NAMES: usize = 65_536;
 
 #[pymethods]
 impl OpenDecoder {
+    /// The model, its `column_type` function, and the size above which a message (key and
+    /// value) is handed back.
     #[new]
-    fn new(model: Py<Model>) -> Self {
+    fn new(model: Py<Model>, column_type: Py<PyAny>, max_bytes: usize) -> Self {
         OpenDecoder {
             model,
+            column_type,
+            max_bytes,
             cache: Mutex::default(),
         }
     }
 
-    /// The message's events, or `None` when the Python codec must decide. `kinds` maps
-    /// `type << 16 | flags` to a tuple whose first item is the shared column type.
+    /// The message's events, or `None` when the Python codec must decide.
     fn decode<'py>(
         &self,
         py: Python<'py>,
-        key: &[u8],
-        value: &[u8],
-        kinds: &Bound<'py, PyDict>,
+        key: &Bound<'py, PyAny>,
+        value: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some((key, value)) = self.taken(key, value) else {
+            return Ok(None);
+        };
         let events = PyList::empty(py);
         let decoded = each_event(key, value, |event| {
             let made = match event {
                 Event::Resolved(ts) => self.model.get().resolved(py, ts)?,
-                Event::Row(ts, row) => self.row(py, ts, row, kinds)?,
+                Event::Row(ts, row) => self.row(py, ts, row)?,
             };
             Ok(events.append(made)?)
         });
@@ -106,9 +116,12 @@ impl OpenDecoder {
     fn decode_packed(
         &self,
         py: Python<'_>,
-        key: &[u8],
-        value: &[u8],
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
     ) -> PyResult<Option<Py<PackedMessage>>> {
+        let Some((key, value)) = self.taken(key, value) else {
+            return Ok(None);
+        };
         // Parsing and packing touch no Python object: other threads (Faust's consumer) run
         // meanwhile.
         let packed = py.detach(|| pack_message(key, value));
@@ -124,13 +137,29 @@ impl OpenDecoder {
     fn decode_packed_many<'py>(
         &self,
         py: Python<'py>,
-        messages: Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)>,
+        messages: Vec<(Bound<'py, PyAny>, Bound<'py, PyAny>)>,
     ) -> PyResult<Vec<Option<Py<PackedMessage>>>> {
-        let slices: Vec<(&[u8], &[u8])> = messages
+        let slices: Vec<Option<(&[u8], &[u8])>> = messages
             .iter()
-            .map(|(key, value)| (key.as_bytes(), value.as_bytes()))
+            .map(|(key, value)| self.taken(key, value))
             .collect();
-        model::pack_many(py, &slices, |(key, value)| pack_message(key, value).ok())
+        model::pack_many(py, &slices, |message| {
+            let (key, value) = (*message)?;
+            pack_message(key, value).ok()
+        })
+    }
+}
+
+impl OpenDecoder {
+    /// The key and value when this decoder is to try them: both exactly `bytes`, within the
+    /// size together.
+    fn taken<'a>(
+        &self,
+        key: &'a Bound<'_, PyAny>,
+        value: &'a Bound<'_, PyAny>,
+    ) -> Option<(&'a [u8], &'a [u8])> {
+        let (key, value) = (model::exact_bytes(key)?, model::exact_bytes(value)?);
+        (key.len() + value.len() <= self.max_bytes).then_some((key, value))
     }
 }
 
@@ -142,6 +171,8 @@ fn pack_message(key: &[u8], value: &[u8]) -> Outcome<Packed> {
             packed.resolved(ts);
             Ok(())
         }
+        // A handle-key-only row is made whole (read upstream) before it is staged.
+        Event::Row(_, row) if row.handle_key_only => Err(Refusal::Fallback),
         Event::Row(ts, row) => packed.row(ts, |out| pack_row(row, out)),
     })
     .map(|()| packed)
@@ -166,6 +197,8 @@ struct RowParts<'a> {
     table: Cow<'a, str>,
     handle_key_only: bool,
     partition_id: Option<Value<'a>>,
+    /// `rid`: TiDB's integer handle of the row (a key-less table's hidden row id).
+    row_id: Option<i64>,
     op: usize,
     /// The new image (insert, update) or the deleted one.
     image: Entries<'a>,
@@ -174,19 +207,15 @@ struct RowParts<'a> {
 }
 
 impl OpenDecoder {
-    fn row<'py>(
-        &self,
-        py: Python<'py>,
-        ts: u64,
-        row: RowParts<'_>,
-        kinds: &Bound<'py, PyDict>,
-    ) -> Outcome<Bound<'py, PyAny>> {
+    fn row<'py>(&self, py: Python<'py>, ts: u64, row: RowParts<'_>) -> Outcome<Bound<'py, PyAny>> {
         let columns = PyDict::new(py);
         let mut cache = self
             .cache
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let mut image = |raw| image(py, raw, kinds, &columns, &mut cache).map(Bound::into_any);
+        let column_type = self.column_type.bind(py);
+        let mut image =
+            |raw| image(py, raw, column_type, &columns, &mut cache).map(Bound::into_any);
         let first = Some(image(row.image)?);
         let previous = row.previous.map(&mut image).transpose()?;
         let (new, old) = match row.op {
@@ -204,6 +233,7 @@ impl OpenDecoder {
             old,
             partition_id,
             handle_key_only: row.handle_key_only,
+            row_id: row.row_id,
         };
         Ok(self.model.get().row(py, row)?)
     }
@@ -256,6 +286,11 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
         Some(id @ (Value::Signed(_) | Value::Unsigned(_))) => Some(id),
         _ => None,
     };
+    // Python keeps a 64-bit signed row id and drops any other JSON there, as TiCDC writes an int64.
+    let row_id = match header.rid.map(scalar).transpose()? {
+        Some(Value::Signed(id)) => Some(id),
+        _ => None,
+    };
     let body: Body = parse(value).or_fallback()?;
     let (op, image, previous) = if let Some(deleted) = body.d {
         (2, deleted, None)
@@ -269,6 +304,7 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
         table: table.unwrap_or_default(),
         handle_key_only,
         partition_id,
+        row_id,
         op,
         image,
         previous,
@@ -290,6 +326,7 @@ fn pack_row(row: RowParts<'_>, out: &mut Vec<u8>) -> Outcome<()> {
         &row.table,
         partition_id,
         row.handle_key_only,
+        row.row_id,
         &images,
     ) {
         return Err(Refusal::Fallback);
@@ -325,6 +362,8 @@ struct Header<'a> {
     scm: Option<&'a RawValue>,
     #[serde(borrow)]
     tbl: Option<&'a RawValue>,
+    #[serde(borrow)]
+    rid: Option<&'a RawValue>,
     #[serde(borrow)]
     ptn: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -380,7 +419,7 @@ fn frames(data: &[u8], mut pos: usize) -> Option<Vec<&[u8]>> {
 fn image<'py>(
     py: Python<'py>,
     entries: Entries<'_>,
-    kinds: &Bound<'py, PyDict>,
+    column_type: &Bound<'py, PyAny>,
     columns: &Bound<'py, PyDict>,
     cache: &mut Cache,
 ) -> Outcome<Bound<'py, PyDict>> {
@@ -391,8 +430,7 @@ fn image<'py>(
         let kind = match cache.kinds.get(&code) {
             Some(kind) => kind.bind(py).clone(),
             None => {
-                // A type not seen yet: Python's table, filled by the Python codec.
-                let kind = kinds.get_item(code)?.or_fallback()?.get_item(0)?;
+                let kind = column_type.call1((mysql_type, flags))?;
                 cache.kinds.insert(code, kind.clone().unbind());
                 kind
             }
@@ -436,9 +474,15 @@ fn column_kind(column: &Column<'_>) -> Outcome<(u32, u32)> {
     Ok((mysql_type, flags))
 }
 
-/// A column's value as the model holds it: BLOB/TEXT from base64, binary CHAR from Go quoting.
+/// A column's value as the model holds it: BLOB/TEXT from base64, binary CHAR from Go quoting,
+/// FLOAT/DOUBLE always a float (Go's encoder writes a whole-number float64 as `3`).
 fn cell(raw: &RawValue, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
     if !raw.get().starts_with('"') {
+        if FLOAT_TYPES.contains(&mysql_type) {
+            if let Some(number) = number(raw.get()) {
+                return Ok(Value::Float(number));
+            }
+        }
         return scalar(raw);
     }
     let text = string(raw).or_fallback()?;
@@ -477,6 +521,14 @@ fn scalar(raw: &RawValue) -> Outcome<Value<'_>> {
             Value::Float(value)
         }
     })
+}
+
+/// A JSON number (whole or not) as the nearest finite float.
+fn number(text: &str) -> Option<f64> {
+    let numeric = text.starts_with(|c: char| c == '-' || c.is_ascii_digit());
+    numeric
+        .then(|| text.parse().ok())?
+        .filter(|value: &f64| value.is_finite())
 }
 
 /// A non-negative integer written without a fraction or exponent.

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::json::{flag, integer_text, parse, string, BorrowedStr, Ordered};
-use crate::model::{Model, Row};
+use crate::model::{exact_bytes, Model, Row};
 
 /// How a column's non-null values are read (the Python codec's reader functions, in order).
 #[derive(Clone, Copy, PartialEq)]
@@ -166,14 +166,12 @@ impl<'de> Deserialize<'de> for Token<'de> {
     }
 }
 
-/// Decodes Simple JSON messages into the model's `RowChange` and `Resolved` objects, calling
-/// the Python codec for any message it hands back.
+/// Decodes Simple JSON messages into the model's `RowChange` and `Resolved` objects.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct SimpleDecoder {
     model: Py<Model>,
     readers: [Py<PyAny>; 5],
     layouts: Py<PyDict>,
-    fallback: Py<PyAny>,
     max_bytes: usize,
     state: Mutex<State>,
 }
@@ -226,52 +224,35 @@ impl Table {
 impl SimpleDecoder {
     /// The model; the Python codec's value readers for binary, integer, float, timestamp and
     /// text columns; its layouts, a map of (schema, table, version) to {column: (column type,
-    /// reader)}; its own decode, called with what this decoder hands back; and the size above
-    /// which a message is handed back.
+    /// reader)}; and the size above which a message is handed back.
     #[new]
     fn new(
         model: Py<Model>,
         readers: [Py<PyAny>; 5],
         layouts: Py<PyDict>,
-        fallback: Py<PyAny>,
         max_bytes: usize,
     ) -> Self {
         SimpleDecoder {
             model,
             readers,
             layouts,
-            fallback,
             max_bytes,
             state: Mutex::default(),
         }
     }
 
-    /// The message's events, decoded here or by the Python codec.
+    /// The message's events, or `None` when the Python codec must decide (the key is unused:
+    /// a Simple message is its value).
     fn decode<'py>(
         &self,
         py: Python<'py>,
-        key: &Bound<'py, PyAny>,
-        value: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        match self.try_decode(py, value)? {
-            Some(events) => Ok(events.into_any()),
-            None => self.fallback.bind(py).call1((key, value)),
-        }
-    }
-
-    /// The message's events, or `None` when the Python codec must decide.
-    fn try_decode<'py>(
-        &self,
-        py: Python<'py>,
+        _key: &Bound<'py, PyAny>,
         value: &Bound<'py, PyAny>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Ok(value) = value.cast_exact::<PyBytes>() else {
+        let Some(value) = exact_bytes(value).filter(|data| data.len() <= self.max_bytes) else {
             return Ok(None);
         };
-        if value.as_bytes().len() > self.max_bytes {
-            return Ok(None);
-        }
-        let Some(message) = parse::<Message>(value.as_bytes()) else {
+        let Some(message) = parse::<Message>(value) else {
             return Ok(None);
         };
         let event = match message.kind.map(RawValue::get) {
@@ -305,7 +286,9 @@ impl SimpleDecoder {
                 None => return Ok(None),
             },
         };
-        let (Some(commit_ts), Some(handle_key_only)) =
+        // A handle-key-only row (TiCDC's claim-check message is one) is the Python codec's:
+        // this decoder skips `claimCheckLocation`.
+        let (Some(commit_ts), Some(false)) =
             (uint64(message.commit_ts), flag(message.handle_key_only))
         else {
             return Ok(None);
@@ -378,7 +361,8 @@ impl SimpleDecoder {
             new,
             old,
             partition_id: None,
-            handle_key_only,
+            handle_key_only: false,
+            row_id: None,
         };
         Ok(Some(self.model.get().row(py, row)?))
     }

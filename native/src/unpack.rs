@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyDict, PyString};
 
-use crate::model::{Model, Row, Value};
+use crate::model::{exact_bytes, Model, Row, Value};
 use crate::msgpack::Reader;
 
 // Layouts kept before the cache starts over (one per table version; bounded for any input).
@@ -24,40 +24,38 @@ struct Layout {
     names: Vec<(String, Py<PyString>)>,
 }
 
-/// Reads packed rows into `RowChange` objects, handing what it refuses to the Python reader.
+/// Reads packed rows into `RowChange` objects.
 #[pyclass(frozen, module = "ticdc_sink_native")]
 pub struct RowUnpacker {
     model: Py<Model>,
     column_type: Py<PyAny>,
-    fallback: Py<PyAny>,
     layouts: Mutex<HashMap<Vec<u8>, Arc<Layout>>>,
 }
 
 #[pymethods]
 impl RowUnpacker {
-    /// The model; `column_type(mysql_type, flags)`; and the Python `unpack_row`, called with
-    /// what this reader refuses (it reads or rejects that itself).
+    /// The model and `column_type(mysql_type, flags)`.
     #[new]
-    fn new(model: Py<Model>, column_type: Py<PyAny>, fallback: Py<PyAny>) -> Self {
+    fn new(model: Py<Model>, column_type: Py<PyAny>) -> Self {
         RowUnpacker {
             model,
             column_type,
-            fallback,
             layouts: Mutex::default(),
         }
     }
 
-    /// The row change packed in `data` (its commit ts travels beside it).
+    /// The row change packed in `data` (its commit ts travels beside it), or `None` when the
+    /// Python reader must decide.
     fn unpack<'py>(
         &self,
         py: Python<'py>,
-        commit_ts: u64,
-        data: &Bound<'py, PyBytes>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        match self.read(py, commit_ts, data.as_bytes())? {
-            Some(row) => Ok(row),
-            None => self.fallback.bind(py).call1((commit_ts, data)),
-        }
+        commit_ts: &Bound<'py, PyAny>,
+        data: &Bound<'py, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let (Ok(commit_ts), Some(data)) = (commit_ts.extract::<u64>(), exact_bytes(data)) else {
+            return Ok(None);
+        };
+        self.read(py, commit_ts, data)
     }
 }
 
@@ -69,7 +67,8 @@ impl RowUnpacker {
         data: &[u8],
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
         let mut reader = Reader::new(data);
-        let (Some(8), Some(op @ 0..=2)) = (reader.array(), reader.unsigned()) else {
+        // Eight fields, and a ninth for a row that carries its upstream row id.
+        let (Some(fields @ 8..=9), Some(op @ 0..=2)) = (reader.array(), reader.unsigned()) else {
             return Ok(None);
         };
         let start = reader.at();
@@ -91,6 +90,15 @@ impl RowUnpacker {
         let Some(handle_key_only) = reader.boolean() else {
             return Ok(None);
         };
+        let row_id = match (fields, reader.value()) {
+            (8, _) => None,
+            (_, Some(Value::Signed(id))) => Some(id),
+            (_, Some(Value::Unsigned(id))) => match i64::try_from(id) {
+                Ok(id) => Some(id),
+                Err(_) => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
         if !reader.is_done() {
             return Ok(None);
         }
@@ -104,6 +112,7 @@ impl RowUnpacker {
             old: old.map(Bound::into_any),
             partition_id,
             handle_key_only,
+            row_id,
         };
         Ok(Some(self.model.get().row(py, row)?))
     }

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from streams.model import Event
 from streams.packed import PackedEvents
@@ -26,21 +26,17 @@ class KafkaMessage:
 Messages = Sequence[tuple[bytes | None, bytes]]
 
 
-def packed_where(
-    messages: Messages,
-    eligible: Callable[[bytes | None, bytes], bool],
-    decode_many: Callable[[Messages], list[PackedEvents | None]] | None,
-) -> list[PackedEvents | None]:
-    """``decode_many`` of the ``eligible`` messages, each result in its message's place; None
-    for the others, and for all without ``decode_many`` (no native decoder): their codec
-    decides."""
-    if decode_many is None:
-        return [None] * len(messages)
-    taken = [i for i, (key, value) in enumerate(messages) if eligible(key, value)]
-    out: list[PackedEvents | None] = [None] * len(messages)
-    for i, events in zip(taken, decode_many([messages[i] for i in taken]), strict=True):
-        out[i] = events
-    return out
+class Packer(Protocol):
+    """A native decoder that packs rows straight from the wire (``ticdc_sink_native``'s
+    ``OpenDecoder`` and ``CraftDecoder``): None for each message its codec decides."""
+
+    def decode_packed(self, key: object, value: object) -> PackedEvents | None:
+        """One message's rows packed and its resolved timestamps, or None."""
+
+    def decode_packed_many(
+        self, messages: list[tuple[object, object]]
+    ) -> Sequence[PackedEvents | None]:
+        """:meth:`decode_packed` of each message, without the GIL."""
 
 
 class Codec(ABC):
@@ -66,3 +62,18 @@ class Codec(ABC):
     @abstractmethod
     def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
         """Messages carrying ``events`` in order, batched as TiCDC batches this protocol."""
+
+
+class PackingCodec(Codec):
+    """A codec whose native decoder (when built) packs rows straight from the wire."""
+
+    def __init__(self, native: Packer | None) -> None:
+        self._native = native
+
+    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
+        return None if self._native is None else self._native.decode_packed(key, value)
+
+    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
+        if self._native is None:
+            return [None] * len(messages)
+        return list(self._native.decode_packed_many(list(messages)))

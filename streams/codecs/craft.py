@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage, Messages, packed_where
+from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
 from streams.codecs.values import as_bytes, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
@@ -36,8 +37,10 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_decoder
-from streams.packed import PackedEvents
+from streams.native import native_first, native_model
+
+if TYPE_CHECKING:
+    from ticdc_sink_native import CraftDecoder
 
 PROTOCOL = "craft"
 VERSION = 1
@@ -404,37 +407,29 @@ class _Terms:
         return self.ids.setdefault(term, len(self.ids))
 
 
-class CraftCodec(Codec):
+class CraftCodec(PackingCodec):
     """Craft, version 1 (the Kafka key is empty)."""
 
     protocol = PROTOCOL
 
     def __init__(self, max_batch: int = 4096, native: bool = True) -> None:
         self.max_batch = max_batch
-        self._native = native_decoder("CraftDecoder", column_type, enabled=native)
+        model = native_model(native)
+        decoder: CraftDecoder | None = None
+        if model is not None:
+            from ticdc_sink_native import CraftDecoder
 
-    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
-        if self._native is None or type(value) is not bytes or len(value) > MAX_MESSAGE_BYTES:
-            return None
-        return self._native.decode_packed(value)  # type: ignore[no-any-return]
-
-    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
-        native = self._native
-        return packed_where(
-            messages,
-            lambda _, value: type(value) is bytes and len(value) <= MAX_MESSAGE_BYTES,
-            native and (lambda taken: native.decode_packed_many([v for _, v in taken])),
+            decoder = CraftDecoder(model, column_type, MAX_MESSAGE_BYTES)
+        super().__init__(decoder)
+        # The native decoder takes well-formed messages; what it hands back is decoded here,
+        # where anything wrong raises its DecodeError.
+        self.decode = native_first(  # type: ignore[method-assign,assignment]
+            None if decoder is None else decoder.decode, self.decode
         )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:
             raise DecodeError(PROTOCOL, f"message over {MAX_MESSAGE_BYTES} bytes")
-        # The native decoder takes well-formed messages; what it hands back is decoded here,
-        # where anything wrong raises its DecodeError.
-        if self._native is not None and value.__class__ is bytes:
-            decoded: list[Event] | None = self._native.decode(value)
-            if decoded is not None:
-                return decoded
         if not value:
             raise DecodeError(PROTOCOL, "empty message", where="byte 0")
         message = _Message(bytes(value))

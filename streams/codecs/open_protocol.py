@@ -3,23 +3,26 @@
 Key: version (int64, must be 1), then ``length, key JSON`` pairs. Value: ``length, value JSON``
 pairs, one per key. Rows carry ``u`` (new), ``p`` (old, updates only) or ``d`` (deleted);
 each column is ``{"t": type, "h": handle?, "f": flags, "v": value}`` where BLOB/TEXT values are
-base64 and binary CHAR/VARCHAR values are Go-escaped strings.
+base64 and binary CHAR/VARCHAR values are Go-escaped strings. A row's key carries ``rid``, TiDB's
+integer handle of the row (a key-less table's hidden row id), when the table's handle is an
+integer and the id is not 0 (TiCDC's ``MessageKey.RowID``, ``omitempty``).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage, Messages, packed_where
+from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
 from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 from streams.model import (
     BLOB_TYPES,
     CHAR_TYPES,
+    FLOAT_TYPES,
     ClaimCheck,
     ColumnFlag,
     ColumnType,
@@ -31,8 +34,10 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_decoder
-from streams.packed import PackedEvents
+from streams.native import native_first, native_model
+
+if TYPE_CHECKING:
+    from ticdc_sink_native import OpenDecoder
 
 PROTOCOL = "open"
 VERSION = 1
@@ -43,8 +48,8 @@ _LENGTH = struct.Struct(">Q")
 _HANDLE_KEY = int(ColumnFlag.HANDLE_KEY)
 _BINARY = int(ColumnFlag.BINARY)
 _JSON_SCALARS = (str, int, float, bool, type(None))
-# TiCDC writes a handle-key-only row's key with this field (omitted when false).
-_OHK = b'"ohk"'
+# The values of TiCDC's MessageKey.RowID (an int64): a row id outside them is no row id.
+_INT64 = range(-(1 << 63), 1 << 63)
 
 
 def split_frames(data: bytes, skip: int, what: str) -> list[bytes]:
@@ -80,24 +85,28 @@ def _char(value: Any, flags: int) -> Value:
 
 _CONVERT: dict[int, Callable[[Any, int], Value]] = {t: _blob for t in BLOB_TYPES}
 _CONVERT.update({t: _char for t in CHAR_TYPES})
-_Kind = tuple[ColumnType, Callable[[Any, int], Value] | None]
-# type << 16 | flags -> the shared column type and the converter its values need, if any.
-_KINDS: dict[int, _Kind] = {}
+# The shared column type, the converter its text values need (if any), and whether its values
+# are floats (Go's encoder writes a whole-number FLOAT/DOUBLE as an integer: ``"v":3``).
+_Kind = tuple[ColumnType, Callable[[Any, int], Value] | None, bool]
+# type << 16 | flags -> its _Kind: a codec's cache, filled as types are met.
+Kinds = dict[int, _Kind]
 
 
-def _kind(mysql_type: Any, flags: Any) -> _Kind:
-    found = _KINDS[mysql_type << 16 | flags] = (
+def _kind(kinds: Kinds, mysql_type: Any, flags: Any) -> _Kind:
+    found = kinds[mysql_type << 16 | flags] = (
         column_type(mysql_type, flags),
         _CONVERT.get(mysql_type),
+        mysql_type in FLOAT_TYPES,
     )
     return found
 
 
-def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> dict[str, Value]:
+def _image(
+    raw: Any, columns: dict[str, ColumnType], kinds: Kinds, index: int, side: str
+) -> dict[str, Value]:
     if not isinstance(raw, dict):
         raise DecodeError(PROTOCOL, f"'{side}' must be an object", event_index=index, where=side)
     image: dict[str, Value] = {}
-    kinds = _KINDS
     name = ""
     try:
         for name, column in raw.items():
@@ -112,11 +121,15 @@ def _image(raw: Any, columns: dict[str, ColumnType], index: int, side: str) -> d
                 raise ValueError("'t' and 'f' must be integers")
             if mysql_type >> 8 or flags >> 16:
                 raise ValueError(f"type {mysql_type} or flags {flags} out of range")
-            kind, convert = kinds.get(mysql_type << 16 | flags) or _kind(mysql_type, flags)
+            kind, convert, floats = kinds.get(mysql_type << 16 | flags) or _kind(
+                kinds, mysql_type, flags
+            )
             value = get("v")
             if value is not None:
                 if convert is not None and value.__class__ is str:
                     value = convert(value, flags)
+                elif floats and value.__class__ is int:
+                    value = float(value)
                 elif value.__class__ not in _JSON_SCALARS:
                     raise ValueError(f"value of type {type(value).__name__}")
             columns[name] = kind
@@ -135,23 +148,28 @@ def _load(data: bytes, index: int, what: str) -> Any:
         raise DecodeError(PROTOCOL, f"{what} is not JSON: {exc}", event_index=index) from None
 
 
-class OpenProtocolCodec(Codec):
+class OpenProtocolCodec(PackingCodec):
     """Open Protocol, version 1."""
 
     protocol = PROTOCOL
 
     def __init__(self, max_batch: int = DEFAULT_MAX_BATCH, native: bool = True) -> None:
         self.max_batch = max_batch
-        self._native = native_decoder("OpenDecoder", enabled=native)
+        self._kinds: Kinds = {}
+        model = native_model(native)
+        decoder: OpenDecoder | None = None
+        if model is not None:
+            from ticdc_sink_native import OpenDecoder
 
-    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
+            decoder = OpenDecoder(model, column_type, MAX_MESSAGE_BYTES)
+        super().__init__(decoder)
         # The native decoder takes well-formed messages; what it hands back is decoded here,
         # where anything wrong raises its DecodeError.
-        native = self._native_for(key, value)
-        if native is not None:
-            events: list[Event] | None = native.decode(key, value, _KINDS)
-            if events is not None:
-                return events
+        self.decode = native_first(  # type: ignore[method-assign,assignment]
+            None if decoder is None else decoder.decode, self.decode
+        )
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if key is None or len(key) < 8:
             raise DecodeError(PROTOCOL, "the key must start with the 8-byte protocol version")
         if len(key) + len(value) > MAX_MESSAGE_BYTES:
@@ -194,7 +212,7 @@ class OpenProtocolCodec(Codec):
         if kind == KEY_DDL:
             return self._ddl(index, ts, schema, table, value)
         if kind == KEY_ROW:
-            return self._row(index, ts, header, schema or "", table or "", value)
+            return self._row(index, ts, header, schema or "", table or "", value, self._kinds)
         raise DecodeError(
             PROTOCOL, f"unknown event type {kind!r}", event_index=index, where="key.t"
         )
@@ -212,7 +230,13 @@ class OpenProtocolCodec(Codec):
 
     @staticmethod
     def _row(
-        index: int, ts: int, header: dict[str, Any], schema: str, table: str, value: bytes
+        index: int,
+        ts: int,
+        header: dict[str, Any],
+        schema: str,
+        table: str,
+        value: bytes,
+        kinds: Kinds,
     ) -> RowChange | ClaimCheck:
         location = header.get("ccl")
         if location:
@@ -230,16 +254,18 @@ class OpenProtocolCodec(Codec):
         new = old = None
         if "d" in body:
             op = Op.DELETE
-            old = _image(body["d"], columns, index, "d")
+            old = _image(body["d"], columns, kinds, index, "d")
         elif "u" in body:
-            new = _image(body["u"], columns, index, "u")
+            new = _image(body["u"], columns, kinds, index, "u")
             op = Op.INSERT
             if "p" in body:
                 op = Op.UPDATE
-                old = _image(body["p"], columns, index, "p")
+                old = _image(body["p"], columns, kinds, index, "p")
         else:
             raise DecodeError(PROTOCOL, "row value has none of 'u', 'd'", event_index=index)
         partition = header.get("ptn")
+        # Like the partition id, a row id that is not an int64 is dropped, not an error.
+        row_id = header.get("rid")
         return RowChange(
             ts,
             schema,
@@ -250,36 +276,8 @@ class OpenProtocolCodec(Codec):
             old,
             partition_id=partition if partition.__class__ is int else None,
             handle_key_only=bool(header.get("ohk")),
+            row_id=row_id if row_id.__class__ is int and row_id in _INT64 else None,
         )
-
-    def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
-        native = self._native_for(key, value)
-        if native is None or not self._packable(key):
-            return None
-        return native.decode_packed(key, value)  # type: ignore[no-any-return]
-
-    def decode_packed_many(self, messages: Messages) -> list[PackedEvents | None]:
-        return packed_where(
-            messages,
-            lambda key, value: self._native_for(key, value) is not None and self._packable(key),
-            self._native and self._native.decode_packed_many,
-        )
-
-    @staticmethod
-    def _packable(key: bytes | None) -> bool:
-        """Whether the message has no handle-key-only row, whose full image the worker reads
-        upstream before staging it."""
-        return _OHK not in (key or b"")
-
-    def _native_for(self, key: bytes | None, value: bytes) -> Any:
-        """The native decoder, when there is one and this message is its to try."""
-        if (
-            type(key) is bytes
-            and type(value) is bytes
-            and len(key) + len(value) <= MAX_MESSAGE_BYTES
-        ):
-            return self._native
-        return None
 
     def encode(self, events: Sequence[Event]) -> list[KafkaMessage]:
         messages: list[KafkaMessage] = []
@@ -326,6 +324,8 @@ def _frame(keys: list[bytes], values: list[bytes]) -> KafkaMessage:
 
 def _row_key(event: RowChange) -> dict[str, Any]:
     key: dict[str, Any] = {"ts": event.commit_ts, "scm": event.schema, "tbl": event.table}
+    if event.row_id is not None:
+        key["rid"] = event.row_id
     if event.partition_id is not None:
         key["ptn"] = event.partition_id
     if event.handle_key_only:

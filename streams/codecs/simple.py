@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Sequence
 from functools import cache
 from importlib import resources
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
@@ -47,7 +47,10 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_decoder
+from streams.native import native_first, native_model
+
+if TYPE_CHECKING:
+    from ticdc_sink_native import SimpleDecoder
 
 VERSION = 1
 _MASK64 = (1 << 64) - 1
@@ -393,20 +396,14 @@ class SimpleJSONCodec(_SimpleCodec):
         # The native decoder takes DML and watermarks of tables whose layout is made here and
         # hands anything else to the Python path, where anything wrong raises its DecodeError.
         # Compressed messages are inflated by the Python path.
-        self._native = native_decoder(
-            "SimpleDecoder",
-            readers,
-            self._layouts,
-            super().decode,
-            MAX_MESSAGE_BYTES,
-            enabled=native and compression is Compression.NONE,
-        )
-        if self._native is not None:
-            # One event per message: a Python method around the native call would cost a tenth
-            # of the decoding, so decode is a closure that only checks the event it got (no
-            # slower than the bare call, measured); see _past_claim_checks.
-            self.decode = _past_claim_checks(  # type: ignore[method-assign,assignment]
-                self._native.decode, super().decode
+        model = native_model(native and compression is Compression.NONE)
+        self._native: SimpleDecoder | None = None
+        if model is not None:
+            from ticdc_sink_native import SimpleDecoder
+
+            self._native = SimpleDecoder(model, readers, self._layouts, MAX_MESSAGE_BYTES)
+            self.decode = native_first(  # type: ignore[method-assign,assignment]
+                self._native.decode, self.decode
             )
 
     def _load(self, value: bytes) -> dict[str, Any]:
@@ -436,22 +433,6 @@ class SimpleJSONCodec(_SimpleCodec):
         if isinstance(value, float):
             return format_float(value, single=kind.mysql_type == MySQLType.FLOAT)
         return str(value)
-
-
-def _past_claim_checks(
-    native: Callable[[bytes | None, bytes], list[Event]],
-    python: Callable[[bytes | None, bytes], list[Event]],
-) -> Callable[[bytes | None, bytes], list[Event]]:
-    """``native`` decoding, but a handle-key-only row decoded again by ``python``: the native
-    decoder skips ``claimCheckLocation``, and TiCDC's claim-check message is such a row."""
-
-    def decode(key: bytes | None, value: bytes) -> list[Event]:
-        events = native(key, value)
-        if events and getattr(events[0], "handle_key_only", False):
-            return python(key, value)
-        return events
-
-    return decode
 
 
 # --- Avro ------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ def _typed(row: RowChange) -> tuple[Any, ...]:
         image(row.old),
         (type(row.partition_id), row.partition_id),
         row.handle_key_only,
+        row.row_id,
     )
 
 
@@ -105,6 +106,9 @@ def test_each_row_gets_its_own_columns(native_reader: Any) -> None:
         [1, "db", "t", [["a", 245, 0]], {"a": [1, 2]}, {"a": {"k": None}}, None, True],
         # Floats in 32 bits, integers in every width, a column named twice.
         [2, "db", "t", [["a", 4, 0], ["a", 8, 0]], None, {"a": 1.5, "b": -(1 << 63)}, 7, False],
+        # A row id that is not an int64.
+        [0, "db", "t", [["a", 3, 0]], {"a": 1}, None, None, False, 1 << 63],
+        [0, "db", "t", [["a", 3, 0]], {"a": 1}, None, None, False, "5"],
     ],
 )
 def test_what_the_native_reader_refuses_python_reads(native_reader: Any, fields: list[Any]) -> None:
@@ -123,6 +127,7 @@ def test_fuzzed_packed_rows_read_as_python_reads_them(native_reader: Any) -> Non
             RowChange(1, "s", "t", Op.INSERT, {"n": column_type(8, 0)}, {"n": (1 << 64) - 1}, None)
         )
     )
+    samples.append(pack_row(RowChange(**{**vars_of(_sample_rows()[0]), "row_id": -(1 << 62)})))
     for _ in range(FUZZ_INPUTS):
         data = _mutate(rng, rng.choice(samples))
         assert _outcome(native_reader, 9, data) == _outcome(unpack_row, 9, data), data.hex()

@@ -166,7 +166,12 @@ def rows(draw: Any, protocol: str, schema: str, table: str) -> RowChange:
     new = draw(images(columns, values)) if op is not Op.DELETE else None
     old = draw(images(columns, values)) if op is not Op.INSERT else None
     partition = draw(st.none() | st.integers(0, 1 << 40)) if protocol in ("open", "craft") else None
-    return RowChange(draw(TSO), schema, table, op, columns, new, old, partition_id=partition)
+    # Open Protocol's rid: TiDB's int64 handle of the row.
+    int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+    row_id = draw(st.none() | int64) if protocol == "open" else None
+    return RowChange(
+        draw(TSO), schema, table, op, columns, new, old, partition_id=partition, row_id=row_id
+    )
 
 
 @st.composite

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from config.errors import DecodeError, NotYetDecodableError
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
-from streams.codecs.open_protocol import _KINDS, OpenProtocolCodec, split_frames
+from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
 from streams.model import Event, Op, Resolved, RowChange
 from streams.packed import PackedEvents, pack_rows
@@ -49,12 +49,8 @@ class _Pair:
         }[protocol](native=False)
 
     def native(self, key: bytes | None, value: bytes) -> list[Event] | None:
-        decoder = self.native_codec._native
-        if self.protocol == "open":
-            return decoder.decode(key, value, _KINDS)  # type: ignore[no-any-return]
-        if self.protocol == "simple":
-            return decoder.try_decode(value)  # type: ignore[no-any-return]
-        return decoder.decode(value)  # type: ignore[no-any-return]
+        # One convention: every native decoder takes (key, value) and returns None to decline.
+        return self.native_codec._native.decode(key, value)  # type: ignore[no-any-return]
 
     def python(
         self, key: bytes | None, value: bytes
@@ -66,7 +62,7 @@ class _Pair:
 
     def agree(self, key: bytes | None, value: bytes) -> bool:
         """Whether the native decoder took the message (asserting it agrees with Python if so)."""
-        reference = self.python(key, value)  # also fills the type table Open Protocol reads
+        reference = self.python(key, value)
         events = self.native(key, value)
         if events is None:
             # The codec's own Python path keeps its state (Simple schemas, layouts) in step.
@@ -288,12 +284,12 @@ def test_a_table_announced_again_is_read_with_its_new_layout() -> None:
     row += b'"data":{"c":"5"}}'
     codec.decode(None, _bootstrap("int"))
     codec.decode(None, row)  # the Python path makes the table's layout
-    assert codec._native.try_decode(row)[0].new == {"c": 5}
+    assert codec._native.decode(None, row)[0].new == {"c": 5}
     # Re-announced with another type under the same version: a new layout, which the native
     # decoder must not confuse with the one it prepared before.
     codec.decode(None, _bootstrap("varchar"))
     codec.decode(None, row)
-    assert codec._native.try_decode(row)[0].new == {"c": "5"}
+    assert codec._native.decode(None, row)[0].new == {"c": "5"}
 
 
 @dataclass(slots=True)
