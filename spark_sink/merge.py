@@ -145,6 +145,14 @@ def arrow_column(column: Column, values: list[Value]) -> Any:
         return pa.array(cells, pa.binary() if as_bytes else pa.string())
 
 
+def _updated_from(stage: str, column: str, bit: bool) -> str:
+    """The ON DUPLICATE KEY UPDATE assignment of ``column``. A BIT column takes the number in the
+    staging table ``stage`` rather than ``VALUES()``: TiDB's ``VALUES()`` of a BIT column reverses
+    its bytes (pingcap/tidb#40653, open); MariaDB and MySQL take both alike."""
+    name = quote(column)
+    return f"{name} = {stage}.{name}" if bit else f"{name} = VALUES({name})"
+
+
 class Applier:
     """Applies batches of table plans, and DDL, to the downstream of one pipeline."""
 
@@ -483,7 +491,8 @@ class Applier:
             wanted = set(plan.columns)
             columns = [c.name for c in item.columns if c.name in wanted]
             names = ", ".join(quote(c) for c in columns)
-            updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns)
+            bits = {c.name for c in item.columns if c.data_type == "bit"}
+            updates = ", ".join(_updated_from(item.stage, c, c in bits) for c in columns)
             merged += cursor.execute(
                 f"INSERT INTO {item.target} ({names}) SELECT {names} FROM {item.stage} "
                 f"WHERE {quote(DELETE_FLAG)} = 0 ON DUPLICATE KEY UPDATE {updates}"
