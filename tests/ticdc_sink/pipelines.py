@@ -12,8 +12,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
-from config.settings import Settings
+import pytest
+
+from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
 from streams.staging import Staging
 from ticdc_sink.verify import verify
 
@@ -21,12 +24,29 @@ from ticdc_sink.verify import verify
 TOPIC_PARTITIONS = 2
 # Each spawned process's output, kept so that a failing test can show what its processes said.
 PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+# A test that replicates into MariaDB (the settings' downstream) and into the local TiDB: its
+# ``pipeline`` (conftest.py) writes into the server of the parameter.
+ON_EVERY_SERVER = pytest.mark.parametrize("downstream_settings", ["mariadb", "tidb"], indirect=True)
+
+
+def downstream_address(downstream: Downstream) -> str:
+    """``downstream`` as a ``TICDC_SINK_DOWNSTREAM`` value, its password included."""
+    password = downstream.password.get_secret_value()
+    login = quote(downstream.user, safe="") + (":" + quote(password, safe="") if password else "")
+    _, _, parameters = str(downstream).partition("?")
+    address = f"mysql://{login}@{downstream.host}:{downstream.port}/"
+    return address + (f"?{parameters}" if parameters else "")
 
 
 def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
-    """The environment of a worker or sink of the pipeline ``settings`` names."""
+    """The environment of a worker or sink of the pipeline ``settings`` names, writing into its
+    downstream."""
+    downstream = {}
+    if settings.downstream != load_settings().downstream:
+        downstream[f"{ENV_PREFIX}DOWNSTREAM"] = downstream_address(settings.downstream)
     return {
         **os.environ,
+        **downstream,
         "TICDC_SINK_GROUP": settings.group,
         "TICDC_SINK_TOPICS": ",".join(settings.topics),
         "TICDC_SINK_META_DB": settings.meta_db,

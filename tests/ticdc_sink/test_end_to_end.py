@@ -1,5 +1,6 @@
-"""Produce, replicate, verify: every protocol through real Kafka, workers, Redis and MariaDB,
-with workers and sinks SIGKILLed along the way."""
+"""Produce, replicate, verify: every protocol through real Kafka, workers, Redis and MariaDB or
+TiDB (``ON_EVERY_SERVER``), with workers and sinks SIGKILLed along the way. The tests that kill
+and restart services themselves run against MariaDB only."""
 
 from __future__ import annotations
 
@@ -19,13 +20,14 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts
+from spark_sink.downstream import applied_resolved_ts, connect
 from spark_sink.driver import Sink
 from spark_sink.merge import Applier
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from streams.staging import Staging
 from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
     PROCESS_LOGS,
     assert_replicated,
     pipeline_env,
@@ -45,10 +47,10 @@ PARTITIONS = 3
 
 
 @pytest.fixture
-def second_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+def second_schema(unique: str, pipeline: Settings) -> Iterator[str]:
     """The upstream database of a second workload on the same topic."""
     yield f"{unique}_b"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
 
 
@@ -62,6 +64,7 @@ def _second_workload(
     )  # fmt: skip
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_replicate_with_killed_workers(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path
@@ -111,8 +114,9 @@ def _messages_staged(staging: Staging) -> int:
     return sum(offset + 1 for offset in staging.staged_offsets(staging.partitions()).values())
 
 
+@ON_EVERY_SERVER
 def test_a_sigkilled_sink_resumes_from_its_checkpoint(
-    pipeline: Settings, unique: str, tmp_path: Path, mariadb_connect: Any
+    pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
     expected = tmp_path / "expected.json"
     _, final = run_produce(
@@ -140,6 +144,7 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
     assert seen == sorted(seen)
 
 
+@ON_EVERY_SERVER
 def test_dropped_redis_connections_lose_nothing(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
 ) -> None:
@@ -209,6 +214,7 @@ def test_a_sigkilled_redis_restarts_from_its_append_only_file(
     assert status["global_resolved_ts"] >= final
 
 
+@ON_EVERY_SERVER
 def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, second_schema: str
 ) -> None:
@@ -319,6 +325,7 @@ def _with_bad_messages(
     return mixed
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("protocol", ["open", "simple"])
 def test_bad_messages_are_dead_lettered_and_every_valid_change_applied(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path
@@ -355,6 +362,7 @@ def _group_state(settings: Settings) -> str:
     return asyncio.run(describe())
 
 
+@ON_EVERY_SERVER
 def test_a_worker_killed_during_a_rebalance_loses_nothing(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
 ) -> None:
@@ -396,10 +404,10 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
 
 
 @pytest.fixture
-def third_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+def third_schema(unique: str, pipeline: Settings) -> Iterator[str]:
     """The upstream database of a third workload on the same topic."""
     yield f"{unique}_c"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_c`")
 
 
