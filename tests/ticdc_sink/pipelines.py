@@ -142,3 +142,34 @@ def run_worker_until_resolved(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def _socket_inodes(group: int) -> set[str]:
+    """The inodes of the sockets the processes of process group ``group`` hold open."""
+    inodes = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or os.getpgid(int(entry.name)) != group:
+                continue
+            for fd in (entry / "fd").iterdir():
+                target = str(fd.readlink())
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+        except OSError:  # the process or the descriptor went away meanwhile
+            continue
+    return inodes
+
+
+def client_ports(process: subprocess.Popen[bytes], server_port: int) -> set[int]:
+    """The local ports of the TCP connections to ``server_port`` that ``process`` and every
+    process of its group (a sink's Spark JVM included) hold: what the server's process list
+    shows as those clients' ports."""
+    inodes = _socket_inodes(process.pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[9] in inodes and remote == server_port:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
