@@ -14,6 +14,7 @@ Needs `ticdc-sink services up`; ``--downstream`` points both at another server (
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -24,9 +25,10 @@ from spark_sink.target import Target
 from streams.model import Op, RowChange
 from tests.workload import COLUMNS, make_rows
 
-DB = "bench"
-TABLE_DDL = """
-CREATE TABLE bench.orders (
+# A database and pipeline of this run's own: runs on one server at once do not drop each other's.
+DB = f"bench_{os.getpid()}"
+TABLE_DDL = f"""
+CREATE TABLE {DB}.orders (
   id BIGINT PRIMARY KEY, account INT, name VARCHAR(64), amount DECIMAL(20,2),
   created_at DATETIME(6), score DOUBLE, note TEXT, flag TINYINT, counter BIGINT UNSIGNED,
   tag VARBINARY(16)
@@ -40,7 +42,7 @@ def _upsert_sql(count: int) -> str:
     columns = ", ".join(f"`{n}`" for n in NAMES)
     marks = ", ".join(["(" + ", ".join(["%s"] * len(NAMES)) + ")"] * count)
     updates = ", ".join(f"`{n}` = VALUES(`{n}`)" for n in NAMES[1:])
-    return f"INSERT INTO bench.orders ({columns}) VALUES {marks} ON DUPLICATE KEY UPDATE {updates}"
+    return f"INSERT INTO {DB}.orders ({columns}) VALUES {marks} ON DUPLICATE KEY UPDATE {updates}"
 
 
 def raw_upsert(cursor: Any, images: list[dict[str, Any]]) -> None:
@@ -63,7 +65,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=200_000)
     add_downstream_option(parser)
     args = parser.parse_args()
-    settings = settings_for(args.downstream).updated({"group": "bench-apply"})
+    settings = settings_for(args.downstream).updated({"group": f"bench-apply-{os.getpid()}"})
     base = [r.new or r.old or {} for r in make_rows(args.rows, seed=1)]
     base = [dict(row, id=i) for i, row in enumerate(base)]
     changes = [
@@ -114,6 +116,8 @@ def main() -> None:
     for label, rate in rates.items():
         print(f"{label:40} {rate:10,.0f} {rate / raw_rate:6.2f}")
     print(f"10-row batch: best {min(costs) * 1000:.0f} ms, median {sorted(costs)[2] * 1000:.0f} ms")
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS {DB}")
 
 
 if __name__ == "__main__":

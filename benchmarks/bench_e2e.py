@@ -183,9 +183,13 @@ def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
     return samples
 
 
+# The raw baseline's database, of this run's own (runs on one server at once stay apart).
+RAW_DB = f"bench_raw_{os.getpid()}"
+
+
 def raw_rate(settings: Settings, expected_rows: int) -> float:
     """PyMySQL multi-row upserts of the scenario's final orders rows, as many as were replicated."""
-    scenario = Scenario(seed=5, transactions=10**6, schema="bench_raw")
+    scenario = Scenario(seed=5, transactions=10**6, schema=RAW_DB)
     rows: list[dict[str, Any]] = []
     for _ in scenario.history():
         rows = list(scenario.state["orders"].values())
@@ -193,10 +197,10 @@ def raw_rate(settings: Settings, expected_rows: int) -> float:
             break
     columns = list(rows[0])
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute("DROP DATABASE IF EXISTS bench_raw")
-        cursor.execute("CREATE DATABASE bench_raw")
+        cursor.execute(f"DROP DATABASE IF EXISTS {RAW_DB}")
+        cursor.execute(f"CREATE DATABASE {RAW_DB}")
         cursor.execute(
-            "CREATE TABLE bench_raw.orders (id BIGINT PRIMARY KEY, customer INT, amount "
+            f"CREATE TABLE {RAW_DB}.orders (id BIGINT PRIMARY KEY, customer INT, amount "
             "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
             "tag VARBINARY(16), extra VARCHAR(8))"
         )
@@ -207,7 +211,7 @@ def raw_rate(settings: Settings, expected_rows: int) -> float:
             chunk = rows[start : start + 1000]
             marks = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
             cursor.execute(
-                f"INSERT INTO bench_raw.orders ({names}) VALUES {marks} "
+                f"INSERT INTO {RAW_DB}.orders ({names}) VALUES {marks} "
                 f"ON DUPLICATE KEY UPDATE {updates}",
                 [row.get(c) for row in chunk for c in columns],
             )
@@ -234,6 +238,8 @@ def main() -> None:
         samples = sorted(lag(settings, rate / 2, args.seconds))
     finally:
         asyncio.run(delete_topics(settings, _TOPICS))
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {RAW_DB}")
     p50 = statistics.median(samples) if samples else float("nan")
     p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")

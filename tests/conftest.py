@@ -121,6 +121,18 @@ def tidb_connect(tidb_settings: Settings) -> Callable[..., pymysql.connections.C
 
 
 @pytest.fixture
+def downstream_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
+    """The settings of the server a test writes into: the settings' downstream (MariaDB) unless
+    parametrized (``indirect``) with ``"tidb"``, the local TiDB."""
+    if getattr(request, "param", "mariadb") == "tidb":
+        request.getfixturevalue("tidb_connect")  # fails under CI when TiDB does not answer
+        tidb: Settings = request.getfixturevalue("tidb_settings")
+        return tidb
+    request.getfixturevalue("mariadb_connect")  # fails under CI when MariaDB does not answer
+    return settings
+
+
+@pytest.fixture
 def scratch_db(
     mariadb_connect: Callable[..., pymysql.connections.Connection], unique: str
 ) -> Iterator[str]:

@@ -78,7 +78,7 @@ def _decode(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from ticdc_sink.demo import run_demo
 
-    return run_demo(checked_settings(args, kafka=True, redis=True, downstream=True))
+    return run_demo(checked_settings(args, kafka=True, redis=True, downstream=True), args.config)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -288,8 +288,18 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--expected", default=".ticdc-sink/expected.json", help="state file")
     produce.set_defaults(handler=_produce)
 
-    verify = commands.add_parser("verify", help="compare the downstream with the expected state")
-    verify.add_argument("--expected", default=".ticdc-sink/expected.json")
+    verify = commands.add_parser(
+        "verify",
+        help="compare the downstream with the expected state",
+        description="Compare the downstream that TICDC_SINK_DOWNSTREAM names (MariaDB, MySQL or"
+        " TiDB: the local TiDB is mysql://root@127.0.0.1:4000/) with the state `produce` expected,"
+        " or a replicated database with a truth database on the same server, row for row.",
+    )
+    verify.add_argument(
+        "--expected",
+        default=".ticdc-sink/expected.json",
+        help="the state file `produce --expected` wrote (default: %(default)s)",
+    )
     verify.add_argument("--db", help="a replicated database, compared with --truth-db instead")
     verify.add_argument("--truth-db", help="the database holding the truth, row for row")
     verify.add_argument(
@@ -310,7 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
     config.add_argument("--json", action="store_true", help="print one JSON document")
     config.set_defaults(handler=_config)
 
-    demo = commands.add_parser("demo", help="run the pipeline end to end on local services")
+    demo = commands.add_parser(
+        "demo",
+        help="run the pipeline end to end on local services",
+        description="Produce a TiCDC Open Protocol stream to a fresh topic, replicate it with a"
+        " worker and a sink into the downstream TICDC_SINK_DOWNSTREAM names (MariaDB by default;"
+        " TICDC_SINK_DOWNSTREAM=mysql://root@127.0.0.1:4000/ for the local TiDB), and verify it.",
+    )
     demo.set_defaults(handler=_demo)
 
     for command in commands.choices.values():

@@ -29,12 +29,14 @@ DEMO_TRANSACTIONS = 800
 DEMO_TIMEOUT_S = 300
 
 
-def run_demo(settings: Settings) -> int:
-    """Run the demo; exit code 0 when the downstream matches the upstream state."""
+def run_demo(settings: Settings, config: str | None = None) -> int:
+    """Run the demo; exit code 0 when the downstream matches the upstream state. ``config``: the
+    TOML settings file ``settings`` came from, which the worker and the sink read too."""
     name = f"demo_{uuid.uuid4().hex[:8]}"
     demo = settings.updated({"group": name, "topics": (name,)})
     expected = Path(".ticdc-sink") / f"{name}.expected.json"
     print(f"producing a TiCDC Open Protocol stream to topic {name} ({DEMO_PARTITIONS} partitions)")
+    print(f"replicating into {settings.downstream.url}")
     sent, final = run_produce(
         demo, name, "open", DEMO_PARTITIONS, DEMO_TRANSACTIONS, seed=7, expected=expected,
         duplicates=0.05, schema=name,
@@ -50,7 +52,13 @@ def run_demo(settings: Settings) -> int:
     started = time.monotonic()
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "ticdc_sink", command],
+            [
+                sys.executable,
+                "-m",
+                "ticdc_sink",
+                command,
+                *(["--config", config] if config else []),
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from spark_sink.dialect import Server, server_dialect
 from spark_sink.downstream import connect, quote
 
 # The database name placeholder of a workload file.
@@ -73,7 +74,11 @@ class TableRows:
 
 
 def _json_columns(cursor: Any, schema: str, table: str) -> set[str]:
-    """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the columns that have one."""
+    """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the columns that have one. TiDB's
+    and MySQL's JSON columns say ``json`` as their data type (and their ``CHECK_CONSTRAINTS``
+    has no table name)."""
+    if server_dialect(cursor).server is not Server.MARIADB:
+        return set()
     cursor.execute(
         "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
         "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
@@ -135,7 +140,7 @@ def read_tables(
         json_columns = _json_columns(cursor, schema, table)
         select = ", ".join(_expression(n, t) for n, t in columns)
         cursor.execute(f"SELECT {select} FROM {quote(schema)}.{quote(table)}")
-        flags = [n in json_columns for n, _ in columns]
+        flags = [n in json_columns or t == "json" for n, t in columns]
         rows: Counter[Row] = Counter(
             tuple(_text(v, j) for v, j in zip(row, flags, strict=True)) for row in cursor.fetchall()
         )

@@ -8,21 +8,22 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from spark_sink.downstream import connect
 from streams.staging import Keys
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
 
 @pytest.fixture
 def pipeline(
-    settings: Settings,
+    downstream_settings: Settings,
     unique: str,
     redis_client: Any,
-    mariadb_connect: Any,
     call_failed: Any,
 ) -> Iterator[Settings]:
     """The settings of a pipeline of this test's own (group, topic, meta database), whose Redis
-    keys, databases and process logs are deleted afterwards."""
-    configured = settings.updated(
+    keys, databases and process logs are deleted afterwards. It writes into MariaDB, or into the
+    server a test parametrizes ``downstream_settings`` with (``ON_EVERY_SERVER``)."""
+    configured = downstream_settings.updated(
         {"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
     )
     yield configured
@@ -31,7 +32,7 @@ def pipeline(
     forget_logs(unique)
     for key in redis_client.scan_iter(Keys(unique).pattern):
         redis_client.delete(key)
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 

@@ -12,8 +12,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import quote
 
-from config.settings import Settings
+import pytest
+
+from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
 from spark_sink.downstream import CheckpointWatch
 from streams.staging import Staging
 from ticdc_sink.verify import verify
@@ -22,6 +25,18 @@ from ticdc_sink.verify import verify
 TOPIC_PARTITIONS = 2
 # Each spawned process's output, kept so that a failing test can show what its processes said.
 PROCESS_LOGS = Path(tempfile.gettempdir()) / "ticdc-sink-test-logs"
+# A test that replicates into MariaDB (the settings' downstream) and into the local TiDB: its
+# ``pipeline`` (conftest.py) writes into the server of the parameter.
+ON_EVERY_SERVER = pytest.mark.parametrize("downstream_settings", ["mariadb", "tidb"], indirect=True)
+
+
+def downstream_address(downstream: Downstream) -> str:
+    """``downstream`` as a ``TICDC_SINK_DOWNSTREAM`` value, its password included."""
+    password = downstream.password.get_secret_value()
+    login = quote(downstream.user, safe="") + (":" + quote(password, safe="") if password else "")
+    _, _, parameters = str(downstream).partition("?")
+    address = f"mysql://{login}@{downstream.host}:{downstream.port}/"
+    return address + (f"?{parameters}" if parameters else "")
 
 
 def applied_resolved_ts(settings: Settings) -> int:
@@ -31,9 +46,14 @@ def applied_resolved_ts(settings: Settings) -> int:
 
 
 def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, str]:
-    """The environment of a worker or sink of the pipeline ``settings`` names."""
+    """The environment of a worker or sink of the pipeline ``settings`` names, writing into its
+    downstream."""
+    downstream = {}
+    if settings.downstream.url != load_settings().downstream.url:
+        downstream[f"{ENV_PREFIX}DOWNSTREAM"] = downstream_address(settings.downstream.url)
     return {
         **os.environ,
+        **downstream,
         "TICDC_SINK_GROUP": settings.group,
         "TICDC_SINK_TOPICS": ",".join(settings.kafka.topics),
         "TICDC_SINK_META_DB": settings.downstream.meta_db,
@@ -129,3 +149,34 @@ def run_worker_until_resolved(
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
+
+
+def _socket_inodes(group: int) -> set[str]:
+    """The inodes of the sockets the processes of process group ``group`` hold open."""
+    inodes = set()
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or os.getpgid(int(entry.name)) != group:
+                continue
+            for fd in (entry / "fd").iterdir():
+                target = str(fd.readlink())
+                if target.startswith("socket:["):
+                    inodes.add(target[len("socket:[") : -1])
+        except OSError:  # the process or the descriptor went away meanwhile
+            continue
+    return inodes
+
+
+def client_ports(process: subprocess.Popen[bytes], server_port: int) -> set[int]:
+    """The local ports of the TCP connections to ``server_port`` that ``process`` and every
+    process of its group (a sink's Spark JVM included) hold: what the server's process list
+    shows as those clients' ports."""
+    inodes = _socket_inodes(process.pid)
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[9] in inodes and remote == server_port:
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports

@@ -1,5 +1,6 @@
-"""Produce, replicate, verify: every protocol through real Kafka, workers, Redis and MariaDB,
-with workers and sinks SIGKILLed along the way."""
+"""Produce, replicate, verify: every protocol through real Kafka, workers, Redis and MariaDB or
+TiDB (``ON_EVERY_SERVER``), with workers and sinks SIGKILLed along the way. The tests that kill
+and restart services themselves run against MariaDB only."""
 
 from __future__ import annotations
 
@@ -19,15 +20,18 @@ import orjson
 import pytest
 
 from config.settings import Settings
+from spark_sink.downstream import connect
 from spark_sink.sink import SinkLoop
 from spark_sink.target import Target
 from streams.kafka_client import kafka_options
 from streams.redis_client import redis_client
 from streams.staging import Keys, Staging
 from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
     PROCESS_LOGS,
     applied_resolved_ts,
     assert_replicated,
+    client_ports,
     pipeline_env,
     pipeline_running,
     process_logs,
@@ -45,10 +49,10 @@ PARTITIONS = 3
 
 
 @pytest.fixture
-def second_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+def second_schema(unique: str, pipeline: Settings) -> Iterator[str]:
     """The upstream database of a second workload on the same topic."""
     yield f"{unique}_b"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
 
 
@@ -62,6 +66,7 @@ def _second_workload(
     )  # fmt: skip
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_replicate_with_killed_workers(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path
@@ -111,8 +116,9 @@ def _messages_staged(staging: Staging) -> int:
     return sum(offset + 1 for offset in staging.staged_offsets(staging.partitions()).values())
 
 
+@ON_EVERY_SERVER
 def test_a_sigkilled_sink_resumes_from_its_checkpoint(
-    pipeline: Settings, unique: str, tmp_path: Path, mariadb_connect: Any
+    pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
     expected = tmp_path / "expected.json"
     _, final = run_produce(
@@ -140,6 +146,7 @@ def test_a_sigkilled_sink_resumes_from_its_checkpoint(
     assert seen == sorted(seen)
 
 
+@ON_EVERY_SERVER
 def test_dropped_redis_connections_lose_nothing(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
 ) -> None:
@@ -209,6 +216,7 @@ def test_a_sigkilled_redis_restarts_from_its_append_only_file(
     assert status["global_resolved_ts"] >= final
 
 
+@ON_EVERY_SERVER
 def test_a_flushed_redis_is_rebuilt_from_the_checkpoint(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any, second_schema: str
 ) -> None:
@@ -255,8 +263,9 @@ def _run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
+@ON_EVERY_SERVER
 def test_cut_downstream_connections_lose_nothing(
-    pipeline: Settings, unique: str, tmp_path: Path, mariadb_connect: Any
+    pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
     expected = tmp_path / "expected.json"
     _, final = run_produce(
@@ -264,23 +273,28 @@ def test_cut_downstream_connections_lose_nothing(
     )
     # Every batch through Spark too, so its JDBC connections are cut as well as the driver's.
     env = pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
-    cuts = 0
+    cuts = killed = 0
     with pipeline_running(env) as processes:
         wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")
-        with mariadb_connect() as admin, admin.cursor() as cursor:
+        with connect(pipeline, autocommit=True) as admin, admin.cursor() as cursor:
             while applied_resolved_ts(pipeline) < final:
                 assert cuts < 200, "the sink stopped making progress"
                 if cuts < 6:
-                    cursor.execute(
-                        "SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
-                        " AND USER <> 'system user' AND COMMAND <> 'Daemon'"
-                    )
-                    for (connection,) in cursor.fetchall():
+                    # Only the sink's own connections (its driver's and Spark's): the server is
+                    # shared with other tests.
+                    ports = client_ports(processes[1], pipeline.downstream.url.port)
+                    cursor.execute("SELECT ID, HOST FROM information_schema.PROCESSLIST")
+                    for connection, host in cursor.fetchall():
+                        port = str(host).rpartition(":")[2]
+                        if not (port.isdigit() and int(port) in ports):
+                            continue
                         with contextlib.suppress(Exception):  # it may have closed meanwhile
                             cursor.execute(f"KILL CONNECTION {int(connection)}")
+                            killed += 1
                 cuts += 1
                 time.sleep(0.7)
         assert all(p.poll() is None for p in processes), "a process died on a cut connection"
+    assert killed, "no connection of the sink was found to cut"
     assert_replicated(pipeline, expected)
 
 
@@ -319,6 +333,7 @@ def _with_bad_messages(
     return mixed
 
 
+@ON_EVERY_SERVER
 @pytest.mark.parametrize("protocol", ["open", "simple"])
 def test_bad_messages_are_dead_lettered_and_every_valid_change_applied(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path
@@ -355,6 +370,7 @@ def _group_state(settings: Settings) -> str:
     return asyncio.run(describe())
 
 
+@ON_EVERY_SERVER
 def test_a_worker_killed_during_a_rebalance_loses_nothing(
     pipeline: Settings, unique: str, tmp_path: Path, redis_client: Any
 ) -> None:
@@ -396,10 +412,10 @@ def test_a_worker_killed_during_a_rebalance_loses_nothing(
 
 
 @pytest.fixture
-def third_schema(unique: str, mariadb_connect: Any) -> Iterator[str]:
+def third_schema(unique: str, pipeline: Settings) -> Iterator[str]:
     """The upstream database of a third workload on the same topic."""
     yield f"{unique}_c"
-    with mariadb_connect() as conn, conn.cursor() as cursor:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_c`")
 
 
