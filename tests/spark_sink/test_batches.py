@@ -35,12 +35,14 @@ def _ids(batch: PlannedBatch) -> list[int]:
     return [int(image["id"]) for plan in batch.plans for image in plan.upserts.values()]  # type: ignore[arg-type]
 
 
-@given(items=released(), batch_rows=st.integers(1, 8))
+@given(items=released(), batch_rows=st.integers(1, 8), first=st.integers(1, 8))
 def test_batches_keep_order_ddl_places_and_whole_transactions(
-    items: list[RowChange | Barrier], batch_rows: int
+    items: list[RowChange | Barrier], batch_rows: int, first: int
 ) -> None:
     resolved = TS + 1_000
-    steps = list(planned_batches(iter(items), batch_rows, resolved))
+    steps = list(planned_batches(iter(items), batch_rows, resolved, first))
+    # A round's size cuts start at ``first`` and double up to ``batch_rows``.
+    cuts = 0
     # Everything in its order, each DDL where its barrier was.
     flat: list[object] = []
     for step in steps:
@@ -61,5 +63,16 @@ def test_batches_keep_order_ddl_places_and_whole_transactions(
         last = ts_of[ids[-1]]
         assert step.upto == last
         assert all(ts_of[i] > last for i in _ids(after))
-        assert len(ids) >= batch_rows
-        assert len([i for i in ids if ts_of[i] != last]) < batch_rows
+        size = min(first * 2**cuts, batch_rows)
+        cuts += 1
+        assert len(ids) >= size
+        assert len([i for i in ids if ts_of[i] != last]) < size
+
+
+def test_a_round_starts_small_and_grows_to_the_batch_size() -> None:
+    # One row per transaction: each batch is cut at exactly its size.
+    items: list[RowChange | Barrier] = [
+        RowChange(TS + i, "db", "t", Op.INSERT, COLUMNS, {"id": i}, None) for i in range(100)
+    ]
+    steps = list(planned_batches(iter(items), 20, TS + 1_000, first=3))
+    assert [s.changes for s in steps if isinstance(s, PlannedBatch)] == [3, 6, 12, 20, 20, 20, 19]
