@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from spark_sink.plan import TablePlan, plan_batch
+from spark_sink.stage_timing import PLAN, RELEASE, StageClock
 from streams.model import DDLEvent, RowChange
 from streams.staging import Barrier
 
@@ -43,23 +44,37 @@ def planned_batches(
     batch_rows: int,
     resolved: int,
     first: int = FIRST_BATCH_ROWS,
+    pipeline: str = "",
 ) -> Iterator[PlannedBatch | DDLEvent]:
     """``released`` (commit-ts order, up to ``resolved``) as planned batches of at most about
     ``batch_rows`` changes (the first ones smaller, from ``first``: see the module notes), each
     DDL in its place between them; the last batch ends at ``resolved`` (it may be empty: the
-    checkpoint still moves)."""
+    checkpoint still moves). The time spent releasing and planning is counted under ``pipeline``
+    (``ticdc_sink_stage_seconds_total``)."""
     sizes = batch_sizes(batch_rows, first)
     size = next(sizes)
     batch: list[RowChange] = []
+    # Per batch, not per row: the time between two cuts is the release's, the cut the plan's.
+    clock = StageClock(pipeline)
     for item in released:
         if isinstance(item, Barrier):
-            yield PlannedBatch(plan_batch(batch), len(batch), item.ddl.commit_ts)
+            yield _planned(batch, item.ddl.commit_ts, clock)
+            clock.restart()
             batch = []
             yield item.ddl
+            clock.restart()
             continue
         if len(batch) >= size and item.commit_ts != batch[-1].commit_ts:
-            yield PlannedBatch(plan_batch(batch), len(batch), batch[-1].commit_ts)
+            yield _planned(batch, batch[-1].commit_ts, clock)
+            clock.restart()
             batch = []
             size = next(sizes)
         batch.append(item)
-    yield PlannedBatch(plan_batch(batch), len(batch), resolved)
+    yield _planned(batch, resolved, clock)
+
+
+def _planned(batch: list[RowChange], upto: int, clock: StageClock) -> PlannedBatch:
+    clock.lap(RELEASE)
+    planned = PlannedBatch(plan_batch(batch), len(batch), upto)
+    clock.lap(PLAN)
+    return planned

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 from spark_sink.batches import PlannedBatch, planned_batches
 from streams.model import DDLEvent, Op, RowChange, column_type
@@ -76,3 +79,28 @@ def test_a_round_starts_small_and_grows_to_the_batch_size() -> None:
     ]
     steps = list(planned_batches(iter(items), 20, TS + 1_000, first=3))
     assert [s.changes for s in steps if isinstance(s, PlannedBatch)] == [3, 6, 12, 20, 20, 20, 19]
+
+
+def _stage_seconds(stage: str) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "ticdc_sink_stage_seconds_total", {"pipeline": "timed", "stage": stage}
+        )
+        or 0.0
+    )
+
+
+def test_the_time_between_cuts_is_charged_to_the_release_and_the_cut_to_the_plan() -> None:
+    def slow_release() -> Iterator[RowChange | Barrier]:
+        for i in range(4):
+            time.sleep(0.05)  # a Redis page being read
+            yield RowChange(TS + i, "db", "t", Op.INSERT, COLUMNS, {"id": i}, None)
+
+    release, plan = _stage_seconds("release"), _stage_seconds("plan")
+    steps = planned_batches(slow_release(), 2, TS + 10, first=2, pipeline="timed")
+    next(steps)
+    time.sleep(0.3)  # the consumer applying: charged to neither
+    rest = list(steps)
+    assert [s.changes for s in rest if isinstance(s, PlannedBatch)] == [2]
+    assert 0.2 <= _stage_seconds("release") - release < 0.45
+    assert 0 < _stage_seconds("plan") - plan < 0.1
