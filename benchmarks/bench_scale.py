@@ -215,10 +215,13 @@ async def _members(settings: Settings, group: str) -> int:
 
 
 @dataclass
-class StageClock:
+class StageTimes:
     """Seconds spent per stage."""
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
+    # Redis's own CPU seconds for the sink's reads and its trim (the whole server's: neighbours
+    # on a shared Redis add theirs).
+    redis: dict[str, float] = field(default_factory=dict)
 
     @contextmanager
     def timing(self, stage: str) -> Iterator[None]:
@@ -236,13 +239,15 @@ class StageClock:
         return wrapper
 
 
-def profile_sink(settings: Settings, staging: Staging) -> tuple[StageClock, int]:
+def profile_sink(settings: Settings, staging: Staging) -> tuple[StageTimes, int]:
     """The staged rows through each of the sink's stages, one stage at a time."""
-    clock = StageClock()
+    clock = StageTimes()
     resolved = staging.global_resolved_ts() or 0
     partitions = staging.partitions()
+    redis_before = redis_cpu(staging)
     with clock.timing("read from Redis"):
         streams = [list(staging._scan(staging.rows_key(tp), 0, resolved)) for tp in partitions]
+    clock.redis["read"] = redis_cpu(staging) - redis_before
     rows = sum(len(s) for s in streams)
     # Release as a whole (read, merge, unpack), less the read and unpack timed apart.
     started = time.perf_counter()
@@ -271,6 +276,9 @@ def profile_sink(settings: Settings, staging: Staging) -> tuple[StageClock, int]
         applier.apply(step.plans, step.upto, 0, {})
         clock.seconds["merge"] += time.perf_counter() - started
     clock.seconds["merge"] -= clock.seconds["load"]
+    redis_before = redis_cpu(staging)
+    staging.trim(resolved)
+    clock.redis["trim"] = redis_cpu(staging) - redis_before
     return clock, rows
 
 
@@ -302,7 +310,7 @@ def main() -> None:
     topics: list[str] = []
     changes, messages = workload(args.rows)
     runs: list[tuple[StagingRun, str]] = []
-    profiled: tuple[StageClock, int] | None = None
+    profiled: tuple[StageTimes, int, StagingRun] | None = None
     try:
         for count in counts:
             # A topic per group: the backlog is produced only once the group has settled.
@@ -314,7 +322,7 @@ def main() -> None:
             runs.append((run, load_average()))
             if profiled is None:
                 reset_downstream(settings)
-                profiled = profile_sink(settings, staging)
+                profiled = (*profile_sink(settings, staging), run)
             clean(staging)
     finally:
         asyncio.run(delete_topics(settings, topics))
@@ -327,29 +335,43 @@ def _print_scaling(runs: list[tuple[StagingRun, str]], rows: int) -> None:
     base = runs[0][0].rate
     print(f"{rows} Open Protocol row events, 16 per message, {PARTITIONS} partitions")
     print(
-        f"{'workers':>7} {'staged rows/s':>14} {'ratio':>6} {'worker CPU s/1k rows':>21} "
-        f"{'Redis CPU s/1k rows':>20} {'producer rows/s':>16}  load average"
+        f"{'workers':>7} {'staged rows/s':>14} {'ratio':>6} {'worker CPU us/row':>18} "
+        f"{'Redis CPU us/row':>17} {'producer rows/s':>16}  load average"
     )
     for run, load in runs:
         print(
             f"{run.workers:7d} {run.rate:14,.0f} {run.rate / base:6.2f} "
-            f"{run.worker_cpu / run.rows * 1000:21.4f} {run.redis_cpu / run.rows * 1000:20.4f}"
+            f"{run.worker_cpu / run.rows * 1e6:18.2f} {run.redis_cpu / run.rows * 1e6:17.2f}"
             f" {run.rows / run.producing:16,.0f}  {load}"
         )
 
 
-def _print_profile(settings: Settings, clock: StageClock, rows: int) -> None:
-    total = sum(clock.seconds.values())
+def _print_profile(settings: Settings, clock: StageTimes, rows: int, staged: StagingRun) -> None:
+    us = {stage: seconds / rows * 1e6 for stage, seconds in clock.seconds.items()}
+    total = sum(us.values())
     print()
     print(
-        f"sink stages over the same {rows} staged rows, batches of {settings.batch_rows}, "
+        f"sink stages over the same {rows} staged rows, batches of up to {settings.batch_rows}, "
         f"downstream {server_version(settings)}"
     )
     print(f"{'stage':18} {'us/row':>8} {'share':>6}")
     for stage in STAGES:
-        seconds = clock.seconds[stage]
-        print(f"{stage:18} {seconds / rows * 1e6:8.2f} {seconds / total:6.0%}")
-    print(f"{'total':18} {total / rows * 1e6:8.2f} {1:6.0%}  ({rows / total:,.0f} rows/s)")
+        print(f"{stage:18} {us[stage]:8.2f} {us[stage] / total:6.0%}")
+    print(f"{'total':18} {total:8.2f} {1:6.0%}")
+    reading = sum(us[stage] for stage in STAGES[:4])
+    applying = us["load"] + us["merge"]
+    print(f"read-ahead thread (read .. plan) {1e6 / reading:10,.0f} rows/s")
+    print(f"apply (load, merge)              {1e6 / applying:10,.0f} rows/s")
+    print(f"both in turn                     {1e6 / total:10,.0f} rows/s")
+    redis = {
+        "stage": staged.redis_cpu / staged.rows * 1e6,
+        **{name: seconds / rows * 1e6 for name, seconds in clock.redis.items()},
+    }
+    shown = ", ".join(f"{name} {value:.2f}" for name, value in redis.items())
+    print(
+        f"Redis CPU us/row: {shown}; one pipeline's slot saturates at "
+        f"{1e6 / sum(redis.values()):,.0f} rows/s"
+    )
     print(f"load average {load_average()}")
 
 
