@@ -4,11 +4,11 @@ from Redis, unpacks and plans it (the apply mostly waits on the database)."""
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
+from spark_sink.interpreter import reading_ahead
 from spark_sink.stage_timing import WAIT, StageClock
 
 T = TypeVar("T")
@@ -17,11 +17,6 @@ T = TypeVar("T")
 CHUNK = 1_000
 # How often a blocked hand-over looks whether the reader is still wanted.
 STOP_POLL_S = 0.1
-
-# The GIL switch interval while a reader runs (Python's default is 5 ms): the caller mostly waits
-# on the downstream, and each reply it wakes to would otherwise wait up to 5 ms for the reader
-# (a batch makes a dozen round trips; a 5,000-row batch applies in ~0.1 s).
-READER_SWITCH_S = 0.001
 
 _DONE = object()
 
@@ -69,22 +64,20 @@ def read_ahead(
             hand_over(end)
 
     thread = threading.Thread(target=produce, name="read-ahead", daemon=True)
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(min(switch, READER_SWITCH_S))
-    thread.start()
-    clock = StageClock(pipeline)
-    try:
-        while True:
-            clock.restart()
-            got = chunks.get()
-            # The caller idle until the reader hands over: the reading on its critical path.
-            clock.lap(WAIT)
-            if got is _DONE:
-                return
-            if isinstance(got, _Failed):
-                raise got.error
-            yield from got  # type: ignore[misc]
-    finally:
-        stop.set()
-        thread.join()
-        sys.setswitchinterval(switch)
+    with reading_ahead():
+        thread.start()
+        clock = StageClock(pipeline)
+        try:
+            while True:
+                clock.restart()
+                got = chunks.get()
+                # The caller idle until the reader hands over: the reading on its critical path.
+                clock.lap(WAIT)
+                if got is _DONE:
+                    return
+                if isinstance(got, _Failed):
+                    raise got.error
+                yield from got  # type: ignore[misc]
+        finally:
+            stop.set()
+            thread.join()

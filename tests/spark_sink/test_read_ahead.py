@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
-from spark_sink.read_ahead import CHUNK, READER_SWITCH_S, read_ahead
+from spark_sink.read_ahead import CHUNK, read_ahead
 
 
 @settings(max_examples=40, deadline=None)
@@ -66,10 +65,3 @@ def test_the_time_the_caller_waits_for_the_reader_is_counted() -> None:
         time.sleep(0.2)  # the caller busy: the reader is ahead, the next item waits for it
     # The first item is waited for in full; the others were read while the caller worked.
     assert 0.09 <= waited() - before < 0.3
-
-
-def test_the_gil_changes_hands_often_while_the_reader_runs_and_as_before_after() -> None:
-    before = sys.getswitchinterval()
-    seen = [sys.getswitchinterval() for _ in read_ahead(iter(range(3)), limit=1, chunk=1)]
-    assert seen == [READER_SWITCH_S] * 3 and before > READER_SWITCH_S
-    assert sys.getswitchinterval() == before
