@@ -32,11 +32,12 @@ from typing import Any
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
-from spark_sink.downstream import CheckpointWatch, connect, quote
+from spark_sink.downstream import CheckpointWatch, connect
 from streams.codecs import codec_for
 from streams.model import Resolved
 from streams.redis_client import redis_client
 from streams.staging import Staging
+from streams.upstream import quote
 from ticdc_sink.produce import partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
 

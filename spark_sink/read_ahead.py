@@ -8,6 +8,9 @@ import threading
 from collections.abc import Iterator
 from typing import TypeVar
 
+from spark_sink.interpreter import reading_ahead
+from spark_sink.stage_timing import WAIT, StageClock
+
 T = TypeVar("T")
 
 # Items handed over per queue operation by default: one per small item would cost more than it.
@@ -23,12 +26,15 @@ class _Failed:
         self.error = error
 
 
-def read_ahead(items: Iterator[T], limit: int, chunk: int = CHUNK) -> Iterator[T]:
+def read_ahead(
+    items: Iterator[T], limit: int, chunk: int = CHUNK, pipeline: str = ""
+) -> Iterator[T]:
     """``items`` in order, produced by a thread up to about ``limit`` items ahead of the caller,
     handed over ``chunk`` at a time.
 
     An error raised by ``items`` is raised here, in its place; a caller that stops early stops
-    the thread (after the item it is producing).
+    the thread (after the item it is producing). The time the caller waits for the thread is
+    counted under ``pipeline`` (``ticdc_sink_stage_seconds_total{stage="wait"}``).
     """
     chunks: queue.Queue[list[T] | object] = queue.Queue(max(1, limit // chunk))
     stop = threading.Event()
@@ -58,15 +64,20 @@ def read_ahead(items: Iterator[T], limit: int, chunk: int = CHUNK) -> Iterator[T
             hand_over(end)
 
     thread = threading.Thread(target=produce, name="read-ahead", daemon=True)
-    thread.start()
-    try:
-        while True:
-            got = chunks.get()
-            if got is _DONE:
-                return
-            if isinstance(got, _Failed):
-                raise got.error
-            yield from got  # type: ignore[misc]
-    finally:
-        stop.set()
-        thread.join()
+    with reading_ahead():
+        thread.start()
+        clock = StageClock(pipeline)
+        try:
+            while True:
+                clock.restart()
+                got = chunks.get()
+                # The caller idle until the reader hands over: the reading on its critical path.
+                clock.lap(WAIT)
+                if got is _DONE:
+                    return
+                if isinstance(got, _Failed):
+                    raise got.error
+                yield from got  # type: ignore[misc]
+        finally:
+            stop.set()
+            thread.join()

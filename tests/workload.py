@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from streams.model import ColumnFlag, ColumnType, Op, RowChange, column_type
+from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
 
 KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 NULLABLE = int(ColumnFlag.NULLABLE)
@@ -30,7 +30,7 @@ def make_rows(count: int, seed: int = 7, start_ts: int = START_TS) -> list[RowCh
     rng = random.Random(seed)
     rows = []
     for i in range(count):
-        image = {
+        image: dict[str, Value] = {
             "id": i,
             "account": rng.randint(-(2**31), 2**31 - 1),
             "name": f"customer {rng.randint(0, 10**9)} 名前",

@@ -10,6 +10,7 @@ import orjson
 from prometheus_client import REGISTRY
 
 import spark_sink.metrics
+import spark_sink.stage_timing
 import streams.metrics
 
 DASHBOARD = Path(__file__).parents[2] / "docs" / "grafana" / "ticdc-sink.json"
@@ -24,7 +25,9 @@ SUFFIXES = {
 
 def _exported() -> dict[str, str]:
     """Every series name ticdc-sink's metric families expose -> its family."""
-    assert streams.metrics and spark_sink.metrics  # imported for their registrations
+    assert (
+        streams.metrics and spark_sink.metrics and spark_sink.stage_timing
+    )  # imported for their registrations
     names = {}
     for family in REGISTRY.collect():
         if family.name.startswith("ticdc_sink_"):

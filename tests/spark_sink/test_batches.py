@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 
 from hypothesis import given
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 from spark_sink.batches import PlannedBatch, planned_batches
 from streams.model import DDLEvent, Op, RowChange, column_type
@@ -36,12 +38,14 @@ def _ids(batch: PlannedBatch) -> list[int]:
     return [int(image["id"]) for plan in batch.plans for image in plan.upserts.values()]  # type: ignore[arg-type]
 
 
-@given(items=released(), batch_rows=st.integers(1, 8))
+@given(items=released(), batch_rows=st.integers(1, 8), first=st.integers(1, 8))
 def test_batches_keep_order_ddl_places_and_whole_transactions(
-    items: list[RowChange | Barrier], batch_rows: int
+    items: list[RowChange | Barrier], batch_rows: int, first: int
 ) -> None:
     resolved = TS + 1_000
-    steps = list(planned_batches(iter(items), batch_rows, resolved))
+    steps = list(planned_batches(iter(items), batch_rows, resolved, first))
+    # A round's size cuts start at ``first`` and double up to ``batch_rows``.
+    cuts = 0
     # Everything in its order, each DDL where its barrier was.
     flat: list[object] = []
     for step in steps:
@@ -62,8 +66,44 @@ def test_batches_keep_order_ddl_places_and_whole_transactions(
         last = ts_of[ids[-1]]
         assert step.upto == last
         assert all(ts_of[i] > last for i in _ids(after))
-        assert len(ids) >= batch_rows
-        assert len([i for i in ids if ts_of[i] != last]) < batch_rows
+        size = min(first * 2**cuts, batch_rows)
+        cuts += 1
+        assert len(ids) >= size
+        assert len([i for i in ids if ts_of[i] != last]) < size
+
+
+def test_a_round_starts_small_and_grows_to_the_batch_size() -> None:
+    # One row per transaction: each batch is cut at exactly its size.
+    items: list[RowChange | Barrier] = [
+        RowChange(TS + i, "db", "t", Op.INSERT, COLUMNS, {"id": i}, None) for i in range(100)
+    ]
+    steps = list(planned_batches(iter(items), 20, TS + 1_000, first=3))
+    assert [s.changes for s in steps if isinstance(s, PlannedBatch)] == [3, 6, 12, 20, 20, 20, 19]
+
+
+def _stage_seconds(stage: str) -> float:
+    return (
+        REGISTRY.get_sample_value(
+            "ticdc_sink_stage_seconds_total", {"pipeline": "timed", "stage": stage}
+        )
+        or 0.0
+    )
+
+
+def test_the_time_between_cuts_is_charged_to_the_release_and_the_cut_to_the_plan() -> None:
+    def slow_release() -> Iterator[RowChange | Barrier]:
+        for i in range(4):
+            time.sleep(0.05)  # a Redis page being read
+            yield RowChange(TS + i, "db", "t", Op.INSERT, COLUMNS, {"id": i}, None)
+
+    release, plan = _stage_seconds("release"), _stage_seconds("plan")
+    steps = planned_batches(slow_release(), 2, TS + 10, first=2, pipeline="timed")
+    next(steps)
+    time.sleep(0.3)  # the consumer applying: charged to neither
+    rest = list(steps)
+    assert [s.changes for s in rest if isinstance(s, PlannedBatch)] == [2]
+    assert 0.2 <= _stage_seconds("release") - release < 0.45
+    assert 0 < _stage_seconds("plan") - plan < 0.1
 
 
 class MemoryReleases:

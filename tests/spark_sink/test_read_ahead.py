@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import REGISTRY
 
 from spark_sink.read_ahead import CHUNK, read_ahead
 
@@ -44,3 +46,22 @@ def test_a_caller_that_stops_early_stops_the_reader_within_its_limit() -> None:
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
     # Two chunks queued, one being filled, one taken by the caller, and the item in hand.
     assert len(produced) <= 4 * CHUNK + 1
+
+
+def test_the_time_the_caller_waits_for_the_reader_is_counted() -> None:
+    def slow() -> Iterator[int]:
+        for item in range(3):
+            time.sleep(0.1)
+            yield item
+
+    def waited() -> float:
+        found = REGISTRY.get_sample_value(
+            "ticdc_sink_stage_seconds_total", {"pipeline": "timed", "stage": "wait"}
+        )
+        return found or 0.0
+
+    before = waited()
+    for _ in read_ahead(slow(), limit=1, chunk=1, pipeline="timed"):
+        time.sleep(0.2)  # the caller busy: the reader is ahead, the next item waits for it
+    # The first item is waited for in full; the others were read while the caller worked.
+    assert 0.09 <= waited() - before < 0.3

@@ -1,0 +1,35 @@
+"""The interpreter's settings while the sink reads ahead of its apply: two threads share one GIL,
+and a batch makes millions of objects that live until it is applied."""
+
+from __future__ import annotations
+
+import gc
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+# The GIL switch interval (Python's default is 5 ms): the apply thread mostly waits on the
+# downstream, and each reply it wakes to would otherwise wait up to 5 ms for the reader (a batch
+# makes a dozen round trips; a 5,000-row batch applies in ~0.1 s).
+SWITCH_INTERVAL_S = 0.001
+# Garbage-collector thresholds (Python's default is 700, 10, 10): at the default, the collections
+# a batch's allocations set off keep walking the batch's surviving objects, which tripled the CPU
+# time of unpacking staged rows (5 us a row against 1.7 without collections, 2.3 with these).
+# The rows hold no reference cycles; reference counting frees them once applied either way.
+GC_THRESHOLDS = (100_000, 50, 1_000)
+
+
+@contextmanager
+def reading_ahead() -> Iterator[None]:
+    """The switch interval and the collector's thresholds for a reader thread beside the apply,
+    restored on leaving."""
+    switch = sys.getswitchinterval()
+    thresholds = gc.get_threshold()
+    sys.setswitchinterval(min(switch, SWITCH_INTERVAL_S))
+    raised = (max(now, tuned) for now, tuned in zip(thresholds, GC_THRESHOLDS, strict=True))
+    gc.set_threshold(*raised)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(switch)
+        gc.set_threshold(*thresholds)
