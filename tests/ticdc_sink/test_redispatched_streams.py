@@ -25,13 +25,13 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import applied_resolved_ts, connect
+from spark_sink.downstream import connect
 from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import split_frames
 from streams.model import DDLEvent, Resolved, RowChange
 from tests.ticdc_sink import test_ticdc_streams as as_dispatched
-from tests.ticdc_sink.pipelines import pipeline_env, pipeline_running
+from tests.ticdc_sink.pipelines import applied_resolved_ts, pipeline_env, pipeline_running
 from tests.ticdc_sink.test_ticdc_streams import (
     KNOWN_CORRUPT,
     PROTOCOLS,
