@@ -5,6 +5,11 @@ ever moves and the sink applies nothing. With ``TICDC_SINK_RESOLVE_WHEN_IDLE`` s
 a partition that it has staged up to Kafka's log-end offset, and that has staged nothing new for
 that long, as resolved up to the highest commit ts staged from it: TiCDC is assumed to have
 written everything up to that ts once a partition has gone quiet at its end (see the README).
+
+A quiet partition also follows the highest watermark another partition of the pipeline reached
+the same way: TiCDC flushes a commit ts to every partition together, so a partition that got no
+change of the stream's last transactions (rows dispatched by table) is done with them as well.
+Without that, the lowest partition would hold every other one's last rows until its next change.
 """
 
 from __future__ import annotations
@@ -36,23 +41,29 @@ class IdleView:
     watermark: int | None
     # Whether it holds Simple messages waiting for their schema (its progress is capped).
     holding: bool
+    # The highest watermark any partition of the pipeline has (None: none yet).
+    pipeline_watermark: int | None = None
 
 
 def idle_watermark(view: IdleView, idle_s: float) -> int | None:
     """The watermark a quiet partition moves to, or None to leave it where it is.
 
     Only a partition staged up to its log-end offset, quiet for ``idle_s`` seconds (0: off),
-    holding nothing, moves, and only forward, to the highest commit ts staged from it.
+    holding nothing, moves, and only forward, to the highest commit ts staged from it or the
+    pipeline's highest watermark, whichever is higher.
     """
-    if idle_s <= 0 or view.holding or view.highest_ts is None:
+    if idle_s <= 0 or view.holding:
         return None
     if view.staged_offset is None or view.end_offset is None:
         return None
     if view.staged_offset + 1 < view.end_offset or view.quiet_s < idle_s:
         return None
-    if view.watermark is not None and view.highest_ts <= view.watermark:
+    target = max(
+        (ts for ts in (view.highest_ts, view.pipeline_watermark) if ts is not None), default=None
+    )
+    if target is None or (view.watermark is not None and target <= view.watermark):
         return None
-    return view.highest_ts
+    return target
 
 
 def idle_check_interval(idle_s: float) -> float:

@@ -212,7 +212,8 @@ async def _resolve_idle(
     app: Any, staging: Staging, stager: MessageStager, quiet: QuietClock, idle_s: float
 ) -> None:
     """Move the watermark of each assigned partition that is staged to its log-end offset and
-    quiet for ``idle_s`` seconds to the highest commit ts staged from it (see streams/idle.py)."""
+    quiet for ``idle_s`` seconds to the highest commit ts staged from it, or the pipeline's
+    highest watermark (see streams/idle.py)."""
     assigned = sorted(app.consumer.assignment())
     if not assigned:
         return
@@ -223,6 +224,8 @@ async def _resolve_idle(
         return
     partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
     progress = await asyncio.to_thread(staging.progress, partitions)
+    marks = await asyncio.to_thread(staging.watermarks)
+    pipeline_watermark = max((m for m in marks.values() if m is not None), default=None)
     now = time.monotonic()
     for kafka_tp, tp in zip(assigned, partitions, strict=True):
         state = progress[tp]
@@ -237,6 +240,7 @@ async def _resolve_idle(
             highest,
             state.watermark,
             state.holding,
+            pipeline_watermark,
         )
         mark = idle_watermark(view, idle_s)
         if mark is None or state.staged_offset is None:

@@ -34,6 +34,7 @@ views = st.builds(
     highest_ts=stamps,
     watermark=stamps,
     holding=st.booleans(),
+    pipeline_watermark=stamps,
 )
 
 
@@ -53,6 +54,19 @@ def test_it_stays_while_anything_says_the_partition_may_not_be_done() -> None:
     assert idle_watermark(replace(QUIET, watermark=TS), IDLE_S) is None  # there already
 
 
+def test_a_quiet_partition_follows_the_pipelines_highest_watermark() -> None:
+    # Rows dispatched by table: this partition got none of the stream's last transactions, which
+    # another partition, itself quiet at its end, has resolved.
+    behind = replace(QUIET, pipeline_watermark=TS + 100)
+    assert idle_watermark(behind, IDLE_S) == TS + 100
+    assert idle_watermark(replace(behind, highest_ts=None), IDLE_S) == TS + 100
+    # Lower than what it staged itself: its own rows decide.
+    assert idle_watermark(replace(QUIET, pipeline_watermark=TS - 50), IDLE_S) == TS
+    # Not at its end, or not quiet: the other partitions' progress moves nothing.
+    assert idle_watermark(replace(behind, end_offset=11), IDLE_S) is None
+    assert idle_watermark(replace(behind, quiet_s=IDLE_S - 0.1), IDLE_S) is None
+
+
 @given(views, st.floats(0, 10))
 def test_a_watermark_only_moves_forward_and_never_past_what_was_staged(
     view: IdleView, idle_s: float
@@ -60,7 +74,7 @@ def test_a_watermark_only_moves_forward_and_never_past_what_was_staged(
     mark = idle_watermark(view, idle_s)
     if mark is None:
         return
-    assert mark == view.highest_ts
+    assert mark == max(ts for ts in (view.highest_ts, view.pipeline_watermark) if ts is not None)
     assert view.watermark is None or mark > view.watermark
     assert not view.holding and view.quiet_s >= idle_s > 0
     assert view.staged_offset is not None and view.end_offset is not None

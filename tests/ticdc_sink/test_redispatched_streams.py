@@ -159,19 +159,12 @@ def redispatch(
     return out
 
 
-# Debezium has no watermarks: a quiet partition resolves only up to the last change it got
-# (README, Streams without watermarks), so by table, where one partition gets no change of the
-# stream's last transactions, their rows wait for its next change, which never comes here.
-WAITS_FOR_A_LATER_CHANGE = {("debezium", "table")}
-
-
 @pytest.mark.parametrize(
     ("protocol", "dispatcher", "partitions"),
     [
         (protocol, dispatcher, partitions)
         for protocol in PROTOCOLS
         for dispatcher, partitions in LAYOUTS
-        if (protocol, dispatcher) not in WAITS_FOR_A_LATER_CHANGE
     ],
 )
 def test_a_redispatched_ticdc_stream_replicates_row_exact(
