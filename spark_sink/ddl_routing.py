@@ -21,7 +21,7 @@ from sqlglot.tokenizer_core import Token, TokenType
 
 from config.errors import DDLError
 from spark_sink.ddl_text import Edit, apply_edits, leading_words, tokens, word
-from spark_sink.downstream import quote
+from spark_sink.dialect import quote
 from spark_sink.routing import Router
 
 # sqlglot logs a warning for every statement it reads only as a command; those are handled here.

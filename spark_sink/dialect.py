@@ -16,7 +16,9 @@ from typing import Any
 import pymysql
 
 from config.errors import TransientApplyError
-from streams.upstream import quote
+
+# Re-exported: the one identifier quoting every downstream statement uses.
+from streams.upstream import quote as quote
 
 
 class Server(StrEnum):

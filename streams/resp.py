@@ -57,7 +57,8 @@ class CommandBatch:
         if not self._commands:
             return []
         pool = client.connection_pool
-        connection = pool.get_connection()
+        # redis-py types its connections loosely: the two calls below are its public API.
+        connection: Any = pool.get_connection()
         try:
             # One buffer: a send per part would be a system call per message.
             connection.send_packed_command([b"".join(self._parts)])

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from spark_sink.dialect import Server, server_dialect
-from spark_sink.downstream import connect, quote
+from spark_sink.dialect import Server, quote, server_dialect
+from spark_sink.downstream import connect
 
 # The database name placeholder of a workload file.
 DB_PLACEHOLDER = "{DB}"
