@@ -1,4 +1,5 @@
-"""The sink against real MariaDB (and Spark for large batches): types, keys, DDL, atomicity."""
+"""The target (spark_sink/target.py) against the real MariaDB and TiDB (and Spark for large
+batches): types, keys, atomicity with the checkpoint, fencing, refused rows, TiDB's limits."""
 
 from __future__ import annotations
 
