@@ -13,8 +13,6 @@ is the one thing re-encoded, by the project's Craft encoder, one row a message.
 
 from __future__ import annotations
 
-import asyncio
-import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,25 +23,17 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect
 from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import split_frames
 from streams.model import DDLEvent, Resolved, RowChange
 from tests.ticdc_sink import test_ticdc_streams as as_dispatched
-from tests.ticdc_sink.pipelines import applied_resolved_ts, pipeline_env, pipeline_running
 from tests.ticdc_sink.test_ticdc_streams import (
-    KNOWN_CORRUPT,
     PROTOCOLS,
-    REPLICATION_TIMEOUT_S,
-    RESOLVE_WHEN_IDLE,
-    _dead_letters,
-    _leave_out,
-    _undecoded,
+    assert_matches_truth,
+    replicate,
     stream_messages,
 )
-from ticdc_sink.produce import send
-from ticdc_sink.truth import differences, read_tables, run_workload
 
 pytestmark = pytest.mark.integration
 
@@ -182,38 +172,8 @@ def test_a_redispatched_ticdc_stream_replicates_row_exact(
     messages = redispatch(protocol, original, DISPATCHERS[dispatcher], partitions)
     used = {partition for partition, _ in messages}
     assert used == set(range(partitions)), f"only partitions {sorted(used)} got messages"
-    asyncio.run(send(pipeline, unique, partitions, messages))
-    idle = RESOLVE_WHEN_IDLE.get(protocol)
-    final = meta["last_commit_ts"] if idle else meta["final_resolved_ts"]
-    env = pipeline_env(pipeline, protocol, TICDC_SINK_ON_ROW_ERROR="deadletter")
-    if idle:
-        env["TICDC_SINK_RESOLVE_WHEN_IDLE"] = idle
-    with pipeline_running(env) as processes:
-        deadline = time.monotonic() + REPLICATION_TIMEOUT_S
-        while (checkpoint := applied_resolved_ts(pipeline)) < final:
-            for process in processes:
-                assert process.poll() is None, f"a process exited ({process.args!r})"
-            undecoded = _undecoded(redis_client, unique)
-            assert not undecoded, f"{len(undecoded)} messages did not decode: {undecoded[0]}"
-            assert time.monotonic() < deadline, f"checkpoint {checkpoint} never reached {final}"
-            time.sleep(0.25)
-    run_workload(pipeline, streams / "workload.sql.jsonl.gz", databases["truth"])
-    refused = _dead_letters(redis_client, unique)
-    ignored = KNOWN_CORRUPT.get(protocol, {})
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        truth = read_tables(cursor, databases["truth"], ignored)
-        replica = read_tables(cursor, databases[protocol], ignored)
-    for letter in refused:
-        table = letter["table"].removeprefix(databases[protocol] + ".")
-        for tables in (truth, replica):
-            _leave_out(tables[table], orjson.loads(letter["key"]))
-    report = differences(truth, replica)
-    assert not report, "\n".join(report)
-    assert {(r["table"], r["column"]) for r in refused} <= {
-        (f"{databases[protocol]}.{table}", column)
-        for table, columns in ignored.items()
-        for column in columns
-    }
+    replicate(pipeline, protocol, meta, partitions, messages, redis_client)
+    assert_matches_truth(pipeline, protocol, streams, databases, redis_client)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

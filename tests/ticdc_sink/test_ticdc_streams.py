@@ -91,6 +91,66 @@ def databases(streams: Path, unique: str, pipeline: Settings) -> Iterator[dict[s
     drop()
 
 
+def replicate(
+    pipeline: Settings,
+    protocol: str,
+    meta: dict[str, Any],
+    partitions: int,
+    messages: list[tuple[int, KafkaMessage]],
+    redis_client: Any,
+) -> None:
+    """Produce ``messages`` to the pipeline's topic of ``partitions`` partitions and run a worker
+    and a sink until the checkpoint reaches the end of the stream ``meta`` describes."""
+    group = pipeline.group
+    asyncio.run(send(pipeline, group, partitions, messages))
+    idle = RESOLVE_WHEN_IDLE.get(protocol)
+    final = meta["last_commit_ts"] if idle else meta["final_resolved_ts"]
+    env = pipeline_env(pipeline, protocol, TICDC_SINK_ON_ROW_ERROR="deadletter")
+    if idle:
+        env["TICDC_SINK_RESOLVE_WHEN_IDLE"] = idle
+    with pipeline_running(env) as processes:
+        deadline = time.monotonic() + REPLICATION_TIMEOUT_S
+        while (checkpoint := applied_resolved_ts(pipeline)) < final:
+            for process in processes:
+                assert process.poll() is None, f"a process exited ({process.args!r})"
+            # A message of TiCDC's own encoder that does not decode is a codec bug: say so now.
+            undecoded = _undecoded(redis_client, group)
+            assert not undecoded, f"{len(undecoded)} messages did not decode: {undecoded[0]}"
+            assert time.monotonic() < deadline, f"checkpoint {checkpoint} never reached {final}"
+            time.sleep(0.25)
+
+
+def assert_matches_truth(
+    pipeline: Settings,
+    protocol: str,
+    streams: Path,
+    databases: dict[str, str],
+    redis_client: Any,
+) -> int:
+    """Run the workload's SQL into the truth database and assert the replica equals it row by
+    row, but for the rows the server refused (only values TiCDC's encoders corrupted); returns
+    how many were refused."""
+    run_workload(pipeline, streams / "workload.sql.jsonl.gz", databases["truth"])
+    refused = _dead_letters(redis_client, pipeline.group)
+    ignored = KNOWN_CORRUPT.get(protocol, {})
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        truth = read_tables(cursor, databases["truth"], ignored)
+        replica = read_tables(cursor, databases[protocol], ignored)
+    for letter in refused:
+        # A row the server refused is missing downstream, or stale; the rest must match.
+        table = letter["table"].removeprefix(databases[protocol] + ".")
+        for tables in (truth, replica):
+            _leave_out(tables[table], orjson.loads(letter["key"]))
+    report = differences(truth, replica)
+    assert not report, "\n".join(report)
+    assert {(r["table"], r["column"]) for r in refused} <= {
+        (f"{databases[protocol]}.{table}", column)
+        for table, columns in ignored.items()
+        for column in columns
+    }
+    return len(refused)
+
+
 @ON_EVERY_SERVER
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_ticdc_stream_replicates_row_exact(
@@ -105,47 +165,14 @@ def test_ticdc_stream_replicates_row_exact(
     meta = orjson.loads((streams / f"{protocol}.meta.json").read_bytes())
     messages = stream_messages(streams / f"{protocol}.jsonl.gz")
     assert len(messages) == meta["messages"]
-    asyncio.run(send(pipeline, unique, meta["partitions"], messages))
-    idle = RESOLVE_WHEN_IDLE.get(protocol)
-    final = meta["last_commit_ts"] if idle else meta["final_resolved_ts"]
-    env = pipeline_env(pipeline, protocol, TICDC_SINK_ON_ROW_ERROR="deadletter")
-    if idle:
-        env["TICDC_SINK_RESOLVE_WHEN_IDLE"] = idle
-    with pipeline_running(env) as processes:
-        deadline = time.monotonic() + REPLICATION_TIMEOUT_S
-        while (checkpoint := applied_resolved_ts(pipeline)) < final:
-            for process in processes:
-                assert process.poll() is None, f"a process exited ({process.args!r})"
-            # A message of TiCDC's own encoder that does not decode is a codec bug: say so now.
-            undecoded = _undecoded(redis_client, unique)
-            assert not undecoded, f"{len(undecoded)} messages did not decode: {undecoded[0]}"
-            assert time.monotonic() < deadline, f"checkpoint {checkpoint} never reached {final}"
-            time.sleep(0.25)
+    replicate(pipeline, protocol, meta, meta["partitions"], messages, redis_client)
     replicated = time.monotonic()
-    run_workload(pipeline, streams / "workload.sql.jsonl.gz", databases["truth"])
-    refused = _dead_letters(redis_client, unique)
-    ignored = KNOWN_CORRUPT.get(protocol, {})
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        truth = read_tables(cursor, databases["truth"], ignored)
-        replica = read_tables(cursor, databases[protocol], ignored)
-    for letter in refused:
-        # A row the server refused is missing downstream, or stale; the rest must match.
-        table = letter["table"].removeprefix(databases[protocol] + ".")
-        for tables in (truth, replica):
-            _leave_out(tables[table], orjson.loads(letter["key"]))
-    report = differences(truth, replica)
+    refused = assert_matches_truth(pipeline, protocol, streams, databases, redis_client)
     print(
         f"{protocol}: replicated in {replicated - started:.1f} s, "
         f"truth and comparison in {time.monotonic() - replicated:.1f} s; "
-        f"{len(refused)} rows refused by the server"
+        f"{refused} rows refused by the server"
     )
-    assert not report, "\n".join(report)
-    # Only the values TiCDC's encoders corrupted are refused.
-    assert {(r["table"], r["column"]) for r in refused} <= {
-        (f"{databases[protocol]}.{table}", column)
-        for table, columns in ignored.items()
-        for column in columns
-    }
 
 
 def _dead_letters(redis_client: Any, group: str) -> list[dict[str, str]]:

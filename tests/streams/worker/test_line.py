@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import redis
@@ -15,27 +14,18 @@ from config.errors import DecodeError
 from config.settings import OnError
 from streams.codecs import codec_for
 from streams.model import Op, Resolved, RowChange, column_type
-from streams.staging import Staging, TopicPartition
+from streams.staging import Staging
 from streams.worker.line import DECODE_PART_MIN, Acknowledge, StagingLine, split
 from streams.worker.stager import MessageStager
+from tests.streams.worker.records import TP, TS, simple_messages
 
 pytestmark = pytest.mark.integration
-
-TP = TopicPartition("topic", 0)
-TS = 449_000_000_000_000_100
 
 
 @pytest.fixture
 def staging(staging: Staging) -> Staging:
-    staging.set_partition_count("topic", 1)
+    staging.set_partition_count(TP.topic, 1)
     return staging
-
-
-def _simple_messages() -> list[Any]:
-    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
-    bootstrap, dml = codec_for("simple").encode([row])
-    (watermark,) = codec_for("simple").encode([Resolved(TS + 10)])
-    return [bootstrap, dml, watermark, row]
 
 
 class _App:
@@ -69,7 +59,7 @@ async def test_the_line_stages_what_the_sync_batch_does(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
     # The worker's path: decoded in a thread, sent from another, acknowledged once staged.
-    bootstrap, dml, watermark, row = _simple_messages()
+    bootstrap, dml, watermark, row = simple_messages()
     schemas = staging.schema_store()
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
     line = StagingLine(_App(), stager)

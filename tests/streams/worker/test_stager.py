@@ -3,8 +3,6 @@ trip), and over the real Redis (dead letters, halting, Simple DML before its sch
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 import pytest
 import redis
@@ -18,27 +16,18 @@ from streams.model import Op, Resolved, RowChange, column_type
 from streams.staging import Staging, TopicPartition
 from streams.worker.stager import MessageStager
 from tests.streams.worker.memory_store import MemoryStore
-
-TP = TopicPartition("topic", 0)
-TS = 449_000_000_000_000_100
+from tests.streams.worker.records import TP, TS, simple_messages
 
 
 @pytest.fixture
 def staging(staging: Staging) -> Staging:
-    staging.set_partition_count("topic", 1)
+    staging.set_partition_count(TP.topic, 1)
     return staging
-
-
-def _simple_messages() -> list[Any]:
-    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(3, 10)}, {"id": 5}, None)
-    bootstrap, dml = codec_for("simple").encode([row])
-    (watermark,) = codec_for("simple").encode([Resolved(TS + 10)])
-    return [bootstrap, dml, watermark, row]
 
 
 @pytest.mark.integration
 def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) -> None:
-    bootstrap, dml, watermark, row = _simple_messages()
+    bootstrap, dml, watermark, row = simple_messages()
     schemas = staging.schema_store()
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
     stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
@@ -240,7 +229,7 @@ def test_a_failed_round_trip_is_forgotten_and_the_next_batch_asks_the_store() ->
 
 
 def test_a_held_message_is_staged_once_its_schema_arrives() -> None:
-    bootstrap, dml, _, row = _simple_messages()
+    bootstrap, dml, _, row = simple_messages()
     store = MemoryStore()
     stager = MessageStager(store, codec_for("simple"), OnError.DEADLETTER)
     first = stager.stage_batch([(TP, 0, None, dml.value)])
@@ -264,7 +253,7 @@ def test_dead_letters_are_queued_with_their_batch_and_kept_to_the_cap() -> None:
 
 
 def test_a_dml_before_its_schema_is_held_even_where_bad_input_halts() -> None:
-    _, dml, watermark, _ = _simple_messages()
+    _, dml, watermark, _ = simple_messages()
     store = MemoryStore()
     stager = MessageStager(store, codec_for("simple"), OnError.HALT)
     # The hold signal is no DecodeError: halting on bad input does not stop on it, nor is it
