@@ -15,10 +15,9 @@ import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import Any, NamedTuple
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -30,7 +29,25 @@ from pydantic import (
     model_validator,
 )
 
+from config.choices import EventLoop as EventLoop
+from config.choices import KafkaSecurity as KafkaSecurity
+from config.choices import LogFormat as LogFormat
+from config.choices import LogLevel as LogLevel
+from config.choices import OnDDLError as OnDDLError
+from config.choices import OnError as OnError
+from config.choices import OnRowError as OnRowError
+from config.choices import OnSchemaDrift as OnSchemaDrift
+from config.choices import Protocol as Protocol
+from config.choices import SaslMechanism as SaslMechanism
+from config.choices import SslMode as SslMode
+from config.downstream import DOWNSTREAM_PARAMETERS as DOWNSTREAM_PARAMETERS
+from config.downstream import MASK as MASK
+from config.downstream import Downstream as Downstream
+from config.downstream import replace_url_password as replace_url_password
 from config.errors import ConfigError
+from config.routes import Route as Route
+from config.routes import parse_routes as parse_routes
+from config.routes import parse_table_patterns as parse_table_patterns
 
 ENV_PREFIX = "TICDC_SINK_"
 
@@ -38,260 +55,6 @@ _IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
 _HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
 _HOST = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,253}$")
 _SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
-
-
-class Protocol(StrEnum):
-    """The TiCDC protocols a topic can carry."""
-
-    OPEN = "open"
-    CRAFT = "craft"
-    SIMPLE = "simple"
-    SIMPLE_AVRO = "simple-avro"
-    CANAL_JSON = "canal-json"
-    DEBEZIUM = "debezium"
-
-
-class OnError(StrEnum):
-    """What a worker does with a message that does not decode."""
-
-    DEADLETTER = "deadletter"
-    HALT = "halt"
-
-
-class OnDDLError(StrEnum):
-    """What the sink does with a DDL the downstream refuses."""
-
-    STOP = "stop"
-    SKIP = "skip"
-
-
-class OnSchemaDrift(StrEnum):
-    """What the sink does with changes to a table or column the downstream does not have."""
-
-    STOP = "stop"
-    # Drop what the downstream has no place for, counted in a metric.
-    IGNORE = "ignore"
-
-
-class OnRowError(StrEnum):
-    """What the sink does with a row the downstream refuses (a NaN FLOAT, an invalid date)."""
-
-    STOP = "stop"
-    DEADLETTER = "deadletter"
-
-
-class EventLoop(StrEnum):
-    """The asyncio event loop a worker runs Faust on."""
-
-    # libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
-    UVLOOP = "uvloop"
-    ASYNCIO = "asyncio"
-
-
-class LogLevel(StrEnum):
-    """The least severe log records a process writes."""
-
-    DEBUG = "debug"
-    INFO = "info"
-    WARNING = "warning"
-    ERROR = "error"
-
-
-class LogFormat(StrEnum):
-    """How log records are written: one text line, or one JSON object a line."""
-
-    TEXT = "text"
-    JSON = "json"
-
-
-class KafkaSecurity(StrEnum):
-    """Kafka's security.protocol: how clients reach the brokers."""
-
-    PLAINTEXT = "PLAINTEXT"
-    SSL = "SSL"
-    SASL_PLAINTEXT = "SASL_PLAINTEXT"
-    SASL_SSL = "SASL_SSL"
-
-    @property
-    def tls(self) -> bool:
-        return self in {KafkaSecurity.SSL, KafkaSecurity.SASL_SSL}
-
-    @property
-    def sasl(self) -> bool:
-        return self in {KafkaSecurity.SASL_PLAINTEXT, KafkaSecurity.SASL_SSL}
-
-
-class SaslMechanism(StrEnum):
-    """The SASL mechanisms a Kafka client may log in with."""
-
-    PLAIN = "PLAIN"
-    SCRAM_SHA_256 = "SCRAM-SHA-256"
-    SCRAM_SHA_512 = "SCRAM-SHA-512"
-
-
-class SslMode(StrEnum):
-    """MySQL's ssl-mode: how far the downstream connection's TLS goes."""
-
-    DISABLED = "disabled"
-    # TLS when the server offers it, unverified; plaintext otherwise (MySQL's default).
-    PREFERRED = "preferred"
-    REQUIRED = "required"
-    VERIFY_CA = "verify-ca"
-    VERIFY_IDENTITY = "verify-identity"
-
-    @property
-    def verifies(self) -> bool:
-        return self in {SslMode.VERIFY_CA, SslMode.VERIFY_IDENTITY}
-
-
-class Route(NamedTuple):
-    """One ``pattern=target`` rule of TICDC_SINK_ROUTES: upstream ``db.table`` names matching
-    ``pattern`` (shell wildcards) replicate to ``target`` (a ``*`` part keeps that part)."""
-
-    pattern: str
-    target: str
-
-    def __str__(self) -> str:
-        return f"{self.pattern}={self.target}"
-
-
-def _items(value: Any) -> list[Any]:
-    """A comma list's items, or a TOML list's."""
-    return value.split(",") if isinstance(value, str) else list(value)
-
-
-def parse_routes(value: Any) -> tuple[Route, ...]:
-    """Routes from ``db.table=db.table`` rules (a comma list, or a list); a ValueError names the
-    rule that is not one."""
-    routes = []
-    for rule in _items(value):
-        if isinstance(rule, tuple) and len(rule) == 2:
-            routes.append(Route(str(rule[0]), str(rule[1])))
-            continue
-        text = str(rule).strip()
-        if not text:
-            continue
-        pattern, sep, target = text.partition("=")
-        if not sep or "." not in pattern or "." not in target:
-            raise ValueError(f"{text!r} is not db.table=db.table")
-        routes.append(Route(pattern.strip(), target.strip()))
-    return tuple(routes)
-
-
-def parse_table_patterns(value: Any) -> tuple[str, ...]:
-    """``db.table`` patterns (shell wildcards) from a comma list, or a list; blanks dropped."""
-    return tuple(text for text in (str(item).strip() for item in _items(value)) if text)
-
-
-def replace_url_password(url: str, password: str | None) -> str:
-    """``url`` with its password, if it has one, replaced by ``password`` (None: removed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    login = (parts.username or "") + ("" if password is None else f":{password}")
-    return urlunsplit(parts._replace(netloc=f"{login}@{host}" if login else host))
-
-
-class Downstream(BaseModel):
-    """A parsed ``mysql://user:password@host:port/?ssl-mode=...`` address; the password never
-    prints. ``ssl_mode`` None means MySQL's default: verify-ca with a CA file, else preferred."""
-
-    model_config = ConfigDict(frozen=True)
-
-    user: str
-    password: SecretStr
-    host: str
-    port: int
-    ssl_mode: SslMode | None = None
-    ssl_ca: str = ""
-    ssl_cert: str = ""
-    ssl_key: str = ""
-
-    @classmethod
-    def parse(cls, url: str) -> Downstream:
-        parts = urlsplit(url)
-        if parts.scheme != "mysql":
-            raise ValueError("must start with mysql://")
-        if not parts.hostname:
-            raise ValueError("has no host")
-        try:
-            port = parts.port or 3306
-        except ValueError as exc:
-            raise ValueError("has an invalid port") from exc
-        return cls(
-            user=unquote(parts.username or "root"),
-            password=SecretStr(unquote(parts.password or "")),
-            host=parts.hostname,
-            port=port,
-            **_downstream_parameters(parts.query),
-        )
-
-    @property
-    def effective_ssl_mode(self) -> SslMode:
-        if self.ssl_mode is not None:
-            return self.ssl_mode
-        return SslMode.VERIFY_CA if self.ssl_ca else SslMode.PREFERRED
-
-    def __str__(self) -> str:
-        secret = ":" + MASK if self.password.get_secret_value() else ""
-        query = "&".join(
-            f"{name}={quote(str(value), safe='/')}"
-            for name, value in zip(
-                DOWNSTREAM_PARAMETERS,
-                (self.ssl_mode or "", self.ssl_ca, self.ssl_cert, self.ssl_key),
-                strict=True,
-            )
-            if value
-        )
-        return f"mysql://{self.user}{secret}@{self.host}:{self.port}/" + (
-            f"?{query}" if query else ""
-        )
-
-    def check_tls(self) -> None:
-        """Refuse TLS files a mode would not use, and a key without its certificate."""
-        mode = self.effective_ssl_mode
-        if mode in {SslMode.DISABLED, SslMode.PREFERRED}:
-            given = [n for n, v in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)) if v]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)} need ssl-mode=required, verify-ca or verify-identity "
-                    f"(ssl-mode={mode} would not use them)"
-                )
-        if bool(self.ssl_cert) != bool(self.ssl_key):
-            raise ValueError("ssl-cert and ssl-key go together (a client certificate and its key)")
-        for name, path in (("ssl-ca", self.ssl_ca), ("ssl-cert", self.ssl_cert)):
-            if path and not Path(path).is_file():
-                raise ValueError(f"{name}={path}: no such file")
-        if self.ssl_key and not Path(self.ssl_key).is_file():
-            raise ValueError(f"ssl-key={self.ssl_key}: no such file")
-
-    def jdbc_url(self, database: str = "") -> str:
-        """The JDBC address; `mysql:`, since the `mariadb:` scheme makes Spark quote with `"`."""
-        return f"jdbc:mysql://{self.host}:{self.port}/{database}"
-
-
-def _downstream_parameters(query: str) -> dict[str, Any]:
-    """The TLS fields of a downstream URL's query; any other parameter is an error."""
-    fields: dict[str, Any] = {}
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name not in DOWNSTREAM_PARAMETERS:
-            raise ValueError(
-                f"unknown parameter {name!r} (known: {', '.join(DOWNSTREAM_PARAMETERS)})"
-            )
-        field = name.replace("-", "_")
-        if field in fields:
-            raise ValueError(f"parameter {name!r} is given twice")
-        if name == "ssl-mode":
-            try:
-                fields[field] = SslMode(value.lower())
-            except ValueError:
-                raise ValueError(
-                    f"ssl-mode={value!r} must be one of {', '.join(m.value for m in SslMode)}"
-                ) from None
-        else:
-            fields[field] = value
-    return fields
 
 
 # --- Defaults: every setting's, in one place -------------------------------------------------
@@ -377,7 +140,6 @@ _CLAIM_CHECK_SCHEMES = ("file", "s3")
 # An S3 URI may carry its secret key as TiCDC's URIs do; it never prints.
 _SECRET_KEY = re.compile(r"(secret-access-key=)[^&]*")
 # What every secret prints as: in logs, --help, status, errors and metrics.
-MASK = "***"
 # Secret settings: each can also come from a file named by <VARIABLE>_FILE (container secrets).
 SECRET_FIELDS = (
     "kafka_sasl_password",
@@ -386,8 +148,6 @@ SECRET_FIELDS = (
     "downstream_password",
 )
 FILE_SUFFIX = "_FILE"
-# Query parameters of TICDC_SINK_DOWNSTREAM, spelled as TiCDC's sink-uri and MySQL's client do.
-DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
 
 
 # --- The groups ------------------------------------------------------------------------------
