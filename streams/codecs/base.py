@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from streams.model import Event
+from streams.native import native_first
 from streams.packed import PackedEvents
 
 # A decoded message larger than this is refused: TiCDC's max-message-bytes tops out at 1 GiB and
@@ -29,6 +30,9 @@ Messages = Sequence[tuple[bytes | None, bytes]]
 class Packer(Protocol):
     """A native decoder that packs rows straight from the wire (``ticdc_sink_native``'s
     ``OpenDecoder`` and ``CraftDecoder``): None for each message its codec decides."""
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Event] | None:
+        """One message's events, or None."""
 
     def decode_packed(self, key: object, value: object) -> PackedEvents | None:
         """One message's rows packed and its resolved timestamps, or None."""
@@ -69,6 +73,11 @@ class PackingCodec(Codec):
 
     def __init__(self, native: Packer | None) -> None:
         self._native = native
+        # The native decoder takes well-formed messages; what it hands back is decoded by the
+        # codec's own ``decode``, where anything wrong raises its DecodeError.
+        self.decode = native_first(  # type: ignore[method-assign,assignment]
+            None if native is None else native.decode, self.decode
+        )
 
     def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
         return None if self._native is None else self._native.decode_packed(key, value)

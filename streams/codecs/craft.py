@@ -37,7 +37,7 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_first, native_model
+from streams.native import native_model
 
 if TYPE_CHECKING:
     from ticdc_sink_native import CraftDecoder
@@ -421,11 +421,6 @@ class CraftCodec(PackingCodec):
 
             decoder = CraftDecoder(model, column_type, MAX_MESSAGE_BYTES)
         super().__init__(decoder)
-        # The native decoder takes well-formed messages; what it hands back is decoded here,
-        # where anything wrong raises its DecodeError.
-        self.decode = native_first(  # type: ignore[method-assign,assignment]
-            None if decoder is None else decoder.decode, self.decode
-        )
 
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:
         if len(value) > MAX_MESSAGE_BYTES:
