@@ -163,7 +163,6 @@ def test_a_redispatched_ticdc_stream_replicates_row_exact(
     partitions: int,
     streams: Path,
     pipeline: Settings,
-    unique: str,
     databases: dict[str, str],
     redis_client: Any,
 ) -> None:

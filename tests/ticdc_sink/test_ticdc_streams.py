@@ -157,7 +157,6 @@ def test_ticdc_stream_replicates_row_exact(
     protocol: str,
     streams: Path,
     pipeline: Settings,
-    unique: str,
     databases: dict[str, str],
     redis_client: Any,
 ) -> None:
