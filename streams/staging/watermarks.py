@@ -64,6 +64,12 @@ class WatermarkReader:
             for tp in self.partitions()
         }
 
+    def highest_watermark(self) -> int | None:
+        """The highest watermark any partition of the pipeline has (None: none yet)."""
+        return max(
+            (int(mark, 16) for mark in self._client.hvals(self.keys.watermarks)), default=None
+        )
+
     def global_resolved_ts(self) -> int | None:
         """The minimum watermark over every partition of every topic; None while any is unknown.
 

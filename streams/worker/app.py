@@ -224,8 +224,7 @@ async def _resolve_idle(
         return
     partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
     progress = await asyncio.to_thread(staging.progress, partitions)
-    marks = await asyncio.to_thread(staging.watermarks)
-    pipeline_watermark = max((m for m in marks.values() if m is not None), default=None)
+    pipeline_watermark = await asyncio.to_thread(staging.highest_watermark)
     now = time.monotonic()
     for kafka_tp, tp in zip(assigned, partitions, strict=True):
         state = progress[tp]

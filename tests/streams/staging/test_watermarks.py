@@ -11,10 +11,12 @@ pytestmark = pytest.mark.integration
 
 
 def test_watermarks_never_go_back_and_an_idle_partition_blocks(staging: Staging) -> None:
+    assert staging.highest_watermark() is None
     staging.stage(P0, 0, [], watermark=BIG_TS + 10)
     assert staging.global_resolved_ts() is None  # partition 1 has said nothing yet
     staging.stage(P1, 0, [], watermark=BIG_TS + 20)
     assert staging.global_resolved_ts() == BIG_TS + 10
+    assert staging.highest_watermark() == BIG_TS + 20  # exact above 2**53
     staging.stage(P0, 1, [], watermark=BIG_TS + 5)  # an older, replayed resolved event
     assert staging.watermarks()[P0] == BIG_TS + 10
     staging.stage(P0, 2, [], watermark=(1 << 64) - 1)
