@@ -162,8 +162,13 @@ class Column:
         return quote(self.name)
 
     @property
+    def by_number(self) -> bool:
+        """BIT, ENUM and SET: set from a number, by value (text would be bytes or a name)."""
+        return self.data_type in _NUMERIC_STAGING
+
+    @property
     def staging_type(self) -> str:
-        if self.data_type in _NUMERIC_STAGING:
+        if self.by_number:
             return "bigint unsigned"
         if self.data_type in {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}:
             return f"{self.column_type} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
@@ -182,6 +187,43 @@ def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
         Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
         for name, column_type, data_type, extra in rows
     ]
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What decides whether rows may replace a downstream table's rows in place."""
+
+    # The column sets of the primary key and every unique key.
+    unique_keys: frozenset[frozenset[str]]
+    # Another table's foreign key references this one (a replace would fire its ON DELETE).
+    referenced: bool
+    # The table has triggers (a replace fires DELETE and INSERT ones, not UPDATE ones).
+    triggers: bool
+
+
+def table_facts(cursor: Any, schema: str, table: str) -> TableFacts:
+    """The downstream table's unique keys, and whether foreign keys or triggers involve it."""
+    cursor.execute(
+        "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
+        (schema, table),
+    )
+    keys: dict[str, set[str]] = {}
+    for index, column in cursor.fetchall():
+        keys.setdefault(index, set()).add(column)
+    cursor.execute(
+        "SELECT (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE "
+        "WHERE REFERENCED_TABLE_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s), "
+        "(SELECT COUNT(*) FROM information_schema.TRIGGERS "
+        "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s)",
+        (schema, table, schema, table),
+    )
+    referencing, triggers = cursor.fetchone()
+    return TableFacts(
+        frozenset(frozenset(columns) for columns in keys.values()),
+        int(referencing) > 0,
+        int(triggers) > 0,
+    )
 
 
 def execute_ddl(

@@ -1,13 +1,17 @@
-"""The ways a staging table is loaded, behind one protocol, and the policy that picks one.
+"""The ways a table's rows are loaded, behind one protocol, and the policy that picks one.
 
 LOAD DATA LOCAL sends a CSV file that Arrow writes in C over the sink's own connection; INSERT
 binds the rows over it; Spark's JDBC writer loads big tables from its executors on connections of
-their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back).
+their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back). Those
+three fill a staging table that the merge then upserts from. A keyed table whose rows may
+replace its rows in place (:func:`replaceable`) skips the staging table: LOAD DATA LOCAL ...
+REPLACE loads its upserts straight into it, in the batch's transaction.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +21,9 @@ from typing import Any, Protocol
 from config.errors import ApplyError, TransientApplyError
 from config.settings import Downstream
 from spark_sink.dialect import Dialect, bindable
+from spark_sink.downstream import Column, TableFacts
 from spark_sink.local_infile import serving
+from spark_sink.plan import TablePlan
 from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
 from streams.upstream import quote
 
@@ -40,21 +46,45 @@ LOST_CONNECTION_MARKERS = (
 LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
 
 
+# The summary a server sends after LOAD DATA.
+_LOAD_INFO = re.compile(r"Records: (\d+)\s+Deleted: \d+\s+Skipped: (\d+)")
+
+
 class LoadPath(StrEnum):
-    """How a staging table is loaded."""
+    """How a table's rows are loaded."""
 
     SPARK = "spark"
+    IN_PLACE = "in-place"
     LOAD_DATA = "load-data"
     INSERT = "insert"
 
 
-def load_path(rows: int, spark_min_rows: int, load_data_local: bool) -> LoadPath:
-    """The way to load a staging table of ``rows`` rows: Spark from ``spark_min_rows`` rows
-    (TICDC_SINK_SPARK_MIN_ROWS), else LOAD DATA LOCAL where the server and the sink allow it
-    (``load_data_local``), else INSERT."""
+def load_path(
+    rows: int, spark_min_rows: int, load_data_local: bool, in_place: bool = False
+) -> LoadPath:
+    """The way to load a table's ``rows`` rows: Spark from ``spark_min_rows`` rows
+    (TICDC_SINK_SPARK_MIN_ROWS), else where the server and the sink allow LOAD DATA LOCAL
+    (``load_data_local``) straight into the table when its rows may replace in place
+    (``in_place``) or else into its staging table, else INSERT into the staging table."""
     if rows >= spark_min_rows:
         return LoadPath.SPARK
-    return LoadPath.LOAD_DATA if load_data_local else LoadPath.INSERT
+    if not load_data_local:
+        return LoadPath.INSERT
+    return LoadPath.IN_PLACE if in_place else LoadPath.LOAD_DATA
+
+
+def replaceable(plan: TablePlan, target: list[Column], facts: TableFacts) -> bool:
+    """Whether a batch's upserts of a table (``plan``) may replace its rows in place: the
+    table has the batch's key as its primary or a unique key, the batch sets every column it
+    stores (``target``; a replaced row keeps nothing of the old one), and no foreign key or
+    trigger sees the replace as a delete. Other unique keys may be taken by rows the batch
+    moves away: a replace removes those rows, which the batch then writes again, where an
+    upsert would overwrite the wrong row."""
+    if plan.keyless or not plan.has_key or facts.referenced or facts.triggers:
+        return False
+    if frozenset(plan.key_columns) not in facts.unique_keys:
+        return False
+    return all(column.name in plan.columns for column in target)
 
 
 class Loader(Protocol):
@@ -83,46 +113,76 @@ class LoadDataLoader:
     dialect: Dialect
 
     def load(self, cursor: Any, item: StagedTable) -> None:
-        import pyarrow as pa
-        import pyarrow.csv as csv
+        load_csv(cursor, self.dialect, item, item.stage, replace=False)
 
-        arrays, targets, assignments = [], [], []
-        for index, column in enumerate(item.columns):
-            values = item.values(column)
-            array = arrow_column(column, values)
-            if pa.types.is_binary(array.type):
-                cells = (cell(v, column) for v in values)
-                array = pa.array([None if c is None else c.hex() for c in cells], pa.string())
-                targets.append(f"@h{index}")
-                assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
-            else:
-                targets.append(quote(column.name))
-            arrays.append(array)
+
+def load_in_place(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
+    """LOAD DATA LOCAL ... REPLACE of ``item``'s upserts straight into its target (in the
+    batch's transaction); returns the rows loaded."""
+    return load_csv(cursor, dialect, item, item.target, replace=True)
+
+
+def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, table: str, replace: bool) -> int:
+    """Write ``item``'s rows as CSV and LOAD DATA LOCAL them into ``table``: its staging table
+    with the delete flags, or (``replace``) its target, which has no flag column."""
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    arrays, targets, assignments = [], [], []
+    for index, column in enumerate(item.columns):
+        values = item.values(column)
+        array = arrow_column(column, values)
+        if pa.types.is_binary(array.type):
+            cells = (cell(v, column) for v in values)
+            array = pa.array([None if c is None else c.hex() for c in cells], pa.string())
+            targets.append(f"@h{index}")
+            assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
+        elif replace and column.by_number:
+            # Straight into the target: the CSV's text would be the BIT's bytes, the ENUM's name.
+            targets.append(f"@n{index}")
+            assignments.append(f"{quote(column.name)} = CAST(@n{index} AS UNSIGNED)")
+        else:
+            targets.append(quote(column.name))
+        arrays.append(array)
+    if not replace:
         arrays.append(pa.array(item.flags(), pa.int32()))
         targets.append(quote(DELETE_FLAG))
-        table = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
-        options = csv.WriteOptions(
-            include_header=False, quoting_style="all_valid", null_string=CSV_NULL
+    frame = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
+    options = csv.WriteOptions(
+        include_header=False, quoting_style="all_valid", null_string=CSV_NULL
+    )
+    with (
+        tempfile.NamedTemporaryFile(suffix=".csv") as file,
+        serving(cursor.connection, file.name),
+    ):
+        csv.write_csv(frame, file.name, options)
+        # No bound parameters: a '%' in an identifier stays as it is.
+        affected = cursor.execute(
+            dialect.load_data_local(file.name, table, targets, assignments, replace)
         )
-        with (
-            tempfile.NamedTemporaryFile(suffix=".csv") as file,
-            serving(cursor.connection, file.name),
-        ):
-            csv.write_csv(table, file.name, options)
-            # No bound parameters: a '%' in an identifier stays as it is.
-            loaded = cursor.execute(
-                self.dialect.load_data_local(file.name, item.stage, targets, assignments)
-            )
-        # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
-        # warnings and store a clipped value: refuse the batch as an INSERT would.
+    loaded, skipped = _loaded(cursor.connection.info, affected)
+    # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
+    # warnings and store a clipped value: refuse the batch as an INSERT would.
+    problems = []
+    if cursor.warning_count:
         cursor.execute("SHOW WARNINGS")
         problems = [w for w in cursor.fetchall() if w[0] != "Note"]
-        if problems or loaded != len(item.images):
-            shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
-            raise ApplyError(
-                f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
-                f"rows): {shown or 'rows missing'}"
-            )
+    if problems or skipped or loaded != len(item.images):
+        shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
+        raise ApplyError(
+            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
+            f"rows): {shown or 'rows missing'}"
+        )
+    return loaded
+
+
+def _loaded(info: str, affected: int) -> tuple[int, int]:
+    """The rows a LOAD DATA read and skipped, from the server's summary (a replaced row counts
+    twice in the affected rows), or the affected rows when the server sent no summary."""
+    found = _LOAD_INFO.search(info)
+    if found is None:
+        return affected, 0
+    return int(found.group(1)), int(found.group(2))
 
 
 @dataclass(frozen=True)

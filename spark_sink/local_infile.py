@@ -51,6 +51,13 @@ class GuardedConnection(Connection):  # type: ignore[misc]
         self.local_file: str | None = None
         super().__init__(*args, **kwargs)
 
+    @property
+    def info(self) -> str:
+        """The server's summary of the last statement (after a LOAD DATA: ``Records: 3
+        Deleted: 0  Skipped: 0  Warnings: 0``); empty when it sent none."""
+        message = getattr(self._result, "message", None) or b""
+        return bytes(message).decode("utf-8", "replace")
+
     def _read_query_result(self, unbuffered: bool = False) -> Any:
         # PyMySQL's own body, with the guarded result class.
         self._result = None

@@ -1,5 +1,6 @@
 """Merging one loaded staging table into its target, inside the batch's transaction: deletes
-(by key, or by staged image for a table without one), then one upsert of every staged row.
+(by key, or by staged image for a table without one), then one upsert of every staged row (or,
+for a table whose rows replace in place, the load of its upserts straight into it).
 
 The dialect writes every statement; this module decides which run and in what order. Re-running
 a batch is harmless: the upsert sets final states, and key-less deletes count copies.
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from spark_sink.dialect import Dialect
+from spark_sink.loaders import load_in_place
 from spark_sink.staged import DELETE_FLAG, StagedTable
 
 # Keys per DELETE statement for tables with a key; staged images per DELETE ... IN list.
@@ -18,8 +20,9 @@ DELETE_CHUNK = 1_000
 _COPIES_SAVEPOINT = "tcs_copies"
 
 
-def merge_staged(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
-    """Apply ``item``'s deletes and upserts to its target; returns the rows changed."""
+def merge_staged(cursor: Any, dialect: Dialect, item: StagedTable, in_place: bool = False) -> int:
+    """Apply ``item``'s deletes and upserts to its target; returns the rows changed. With
+    ``in_place`` the upserts load straight into the target (nothing was staged for them)."""
     plan = item.plan
     present = {c.name for c in item.columns}
     keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
@@ -28,7 +31,9 @@ def merge_staged(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
         merged += _delete_by_key(cursor, dialect, item)
     elif plan.deletes:
         merged += _delete_images(cursor, dialect, item, keys)
-    if plan.upserts:
+    if plan.upserts and in_place:
+        merged += load_in_place(cursor, dialect, item)
+    elif plan.upserts:
         wanted = set(plan.columns)
         columns = [c.name for c in item.columns if c.name in wanted]
         merged += int(

@@ -4,7 +4,9 @@ atomically with the checkpoint, a DDL run once and recorded.
 A batch: each table's rows go into a staging table in the meta database (typed like the target,
 every column NULL-able, plus a delete flag), loaded the way :func:`~spark_sink.loaders.load_path`
 picks; then ONE transaction deletes, upserts every table from its staging table and advances the
-checkpoint, so the downstream moves from one upstream TSO to the next atomically. The server's
+checkpoint, so the downstream moves from one upstream TSO to the next atomically. A keyed table
+whose rows may replace in place skips its staging table: its upserts load straight into it, in
+that same transaction. The server's
 dialect, read once per connection, writes every statement and classifies every error.
 """
 
@@ -32,9 +34,11 @@ from spark_sink.downstream import (
     Checkpoint,
     CheckpointTable,
     Column,
+    TableFacts,
     connect,
     execute_ddl,
     table_columns,
+    table_facts,
     table_name,
     with_retries,
 )
@@ -46,6 +50,7 @@ from spark_sink.loaders import (
     LoadPath,
     SparkLoader,
     load_path,
+    replaceable,
 )
 from spark_sink.merge import merge_staged
 from spark_sink.metrics import DDL_SKIPPED
@@ -90,6 +95,8 @@ class Target:
         self._layouts: dict[tuple[str, str], list[Column]] = {}
         # Every downstream column's name, generated ones too (they are no drift).
         self._names: dict[tuple[str, str], frozenset[str]] = {}
+        # What decides whether a table's rows may replace in place (keys, foreign keys, triggers).
+        self._facts: dict[tuple[str, str], TableFacts] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
         self._created: set[str] = set()
         # Staging tables known empty on this connection (emptied after their last batch).
@@ -222,21 +229,25 @@ class Target:
         dialect = self.dialect
         cursor = conn.cursor()
         staged = [s for plan in plans if (s := self._prepare(cursor, plan)) is not None]
-        for item in staged:
-            if item.stage not in self._empty:
+        paths = [self._load_path(cursor, item) for item in staged]
+        for item, path in zip(staged, paths, strict=True):
+            if path is not LoadPath.IN_PLACE and item.stage not in self._empty:
                 # What a failed batch or a crash left behind (DELETE: no DDL, nothing to commit).
                 cursor.execute(dialect.clear_staging(item.stage))
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
-        loaded = [item for item in staged if item.images]
         cleanups = []
-        for item in loaded:
+        for item, path in zip(staged, paths, strict=True):
+            if not item.images or path is LoadPath.IN_PLACE:
+                continue
             self._empty.discard(item.stage)
-            path = self._load_path(len(item.images))
             self._loader(path).load(cursor, item)
             committed = path is LoadPath.SPARK
             cleanups.append(dialect.empty_staging(item.stage, len(item.images), committed))
-        merged = sum(merge_staged(cursor, dialect, item) for item in staged)
+        merged = sum(
+            merge_staged(cursor, dialect, item, path is LoadPath.IN_PLACE)
+            for item, path in zip(staged, paths, strict=True)
+        )
         for cleanup in cleanups:
             if cleanup.in_batch:
                 cursor.execute(cleanup.statement)
@@ -252,10 +263,28 @@ class Target:
         self._empty.update(item.stage for item in staged)
         return merged
 
-    def _load_path(self, rows: int) -> LoadPath:
-        """How a staging table of ``rows`` rows is loaded, as :func:`load_path` decides."""
+    def _load_path(self, cursor: Any, item: StagedTable) -> LoadPath:
+        """How ``item``'s rows are loaded, as :func:`load_path` decides."""
         allowed = self.load_data_local and self._server_local_infile
-        return load_path(rows, self.settings.spark.min_rows, allowed)
+        in_place = (
+            allowed
+            and self.settings.sink.replace_in_place
+            and self.dialect.loads_in_place()
+            and self._replaceable(cursor, item)
+        )
+        return load_path(len(item.images), self.settings.spark.min_rows, allowed, in_place)
+
+    def _replaceable(self, cursor: Any, item: StagedTable) -> bool:
+        """Whether ``item``'s upserts may replace its target's rows in place (its facts are
+        read once per table, again after a DDL)."""
+        if not item.keyed:
+            return False
+        routed = self.router.route(item.plan.schema, item.plan.table)
+        assert routed is not None  # a batch item is a routed table
+        facts = self._facts.get(routed)
+        if facts is None:
+            facts = self._facts[routed] = table_facts(cursor, *routed)
+        return replaceable(item.plan, item.columns, facts)
 
     def _loader(self, path: LoadPath) -> Loader:
         """The loader that loads by ``path``."""
@@ -389,6 +418,7 @@ class Target:
         # The DDL may have changed any table's layout.
         self._layouts.clear()
         self._names.clear()
+        self._facts.clear()
 
     def _record_ddl(
         self,

@@ -302,6 +302,7 @@ FLAT_NAMES = [
     "redis_ssl_cert",
     "redis_ssl_key",
     "redis_url",
+    "replace_in_place",
     "resolve_when_idle",
     "routes",
     "session_timeout",

@@ -1,0 +1,170 @@
+"""Loading a keyed table's upserts straight into it (LOAD DATA LOCAL ... REPLACE) against the real
+MariaDB: taken for a plain keyed table, and never where a replace would differ from an upsert
+(a foreign key pointing at the table, a trigger, a column the batch does not set)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from spark_sink.downstream import connect, table_facts
+from spark_sink.plan import plan_batch
+from spark_sink.target import Target
+from streams.model import ColumnFlag, Op, RowChange, column_type
+
+pytestmark = pytest.mark.integration
+
+PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+UNIQUE = int(ColumnFlag.UNIQUE_KEY)
+NULLABLE = int(ColumnFlag.NULLABLE)
+TS = 449_200_000_000_000_000
+COLUMNS = {"id": column_type(3, PK), "v": column_type(15, NULLABLE)}
+
+
+def query(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(sql)
+        return list(cursor.fetchall())
+
+
+@pytest.fixture
+def db(settings: Settings, unique: str) -> Iterator[str]:
+    query(settings, f"CREATE DATABASE `{unique}`")
+    yield unique
+    query(settings, f"DROP DATABASE IF EXISTS `{unique}`")
+    query(settings, f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+def target_for(settings: Settings, db: str, **changed: object) -> Target:
+    return Target(settings.updated({"group": db, "meta_db": f"{db}_meta", **changed}))
+
+
+def staged_before_commit(target: Target, db: str) -> list[int]:
+    """Arm ``target`` to count, on its own connection just before a batch commits, the rows in
+    its staging tables (an in-place load stages none); the counts land in the returned list."""
+    counts: list[int] = []
+
+    def count() -> None:
+        with target.connection().cursor() as cursor:
+            cursor.execute(
+                "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+                (f"{db}_meta",),
+            )
+            stages = [name for (name,) in cursor.fetchall() if name.startswith("stage_")]
+            total = 0
+            for name in stages:
+                cursor.execute(f"SELECT COUNT(*) FROM `{db}_meta`.`{name}`")
+                total += int(cursor.fetchone()[0])
+        counts.append(total)
+
+    target.before_commit = count
+    return counts
+
+
+def upsert(db: str, table: str, ts: int, rows: list[dict[str, Any]], columns: Any = None) -> Any:
+    kinds = columns or COLUMNS
+    return plan_batch(RowChange(ts, db, table, Op.INSERT, kinds, row, None) for row in rows)
+
+
+def test_a_plain_keyed_table_loads_in_place_and_its_rows_replace(
+    settings: Settings, db: str
+) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`t` (id INT PRIMARY KEY, v VARCHAR(20))")
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+    target.apply_batch(
+        upsert(db, "t", TS + 1, [{"id": 1, "v": "a"}, {"id": 2, "v": "b"}]), TS + 1, 0, {}
+    )
+    target.apply_batch(
+        upsert(db, "t", TS + 2, [{"id": 2, "v": "c"}, {"id": 3, "v": None}]), TS + 2, 0, {}
+    )
+    assert query(settings, f"SELECT id, v FROM `{db}`.`t` ORDER BY id") == [
+        (1, "a"), (2, "c"), (3, None),
+    ]  # fmt: skip
+    assert staged == [0, 0]
+    # The same batches through the staging table stage their rows: the count tells the paths apart.
+    query(settings, f"CREATE TABLE `{db}`.`s` (id INT PRIMARY KEY, v VARCHAR(20))")
+    through_staging = target_for(settings, db, replace_in_place=False)
+    staged = staged_before_commit(through_staging, db)
+    through_staging.apply_batch(upsert(db, "s", TS + 3, [{"id": 1, "v": "a"}]), TS + 3, 0, {})
+    assert staged == [1]
+
+
+def test_a_unique_value_moving_between_rows_replaces_in_place(settings: Settings, db: str) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`u` (id INT PRIMARY KEY, u INT NOT NULL UNIQUE)")
+    columns = {"id": column_type(3, PK), "u": column_type(3, UNIQUE)}
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+    target.apply_batch(upsert(db, "u", TS + 1, [{"id": 1, "u": 10}], columns), TS + 1, 0, {})
+    # Row 1 gives its unique value to a new row 2 and takes another one.
+    moved = [
+        RowChange(TS + 2, db, "u", Op.UPDATE, columns, {"id": 1, "u": 11}, {"id": 1, "u": 10}),
+        RowChange(TS + 2, db, "u", Op.INSERT, columns, {"id": 2, "u": 10}, None),
+    ]
+    target.apply_batch(plan_batch(moved), TS + 2, 0, {})
+    assert query(settings, f"SELECT id, u FROM `{db}`.`u` ORDER BY id") == [(1, 11), (2, 10)]
+    assert staged == [0, 0]
+
+
+def test_a_table_a_foreign_key_points_at_keeps_its_children(settings: Settings, db: str) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`p` (id INT PRIMARY KEY, v VARCHAR(20))")
+    query(
+        settings,
+        f"CREATE TABLE `{db}`.`c` (id INT PRIMARY KEY, p INT, "
+        f"FOREIGN KEY (p) REFERENCES `{db}`.`p` (id) ON DELETE CASCADE)",
+    )
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+    target.apply_batch(upsert(db, "p", TS + 1, [{"id": 1, "v": "a"}]), TS + 1, 0, {})
+    query(settings, f"INSERT INTO `{db}`.`c` VALUES (7, 1)")
+    # A replace would delete parent 1 first, and the cascade its child.
+    target.apply_batch(upsert(db, "p", TS + 2, [{"id": 1, "v": "b"}]), TS + 2, 0, {})
+    assert query(settings, f"SELECT id, p FROM `{db}`.`c`") == [(7, 1)]
+    assert query(settings, f"SELECT v FROM `{db}`.`p`") == [("b",)]
+    assert staged == [1, 1]
+
+
+def test_a_table_with_triggers_sees_updates_not_deletes(settings: Settings, db: str) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`t` (id INT PRIMARY KEY, v VARCHAR(20))")
+    query(settings, f"CREATE TABLE `{db}`.`deleted` (id INT)")
+    query(
+        settings,
+        f"CREATE TRIGGER `{db}`.`gone` AFTER DELETE ON `{db}`.`t` FOR EACH ROW "
+        f"INSERT INTO `{db}`.`deleted` VALUES (OLD.id)",
+    )
+    target = target_for(settings, db)
+    target.apply_batch(upsert(db, "t", TS + 1, [{"id": 1, "v": "a"}]), TS + 1, 0, {})
+    target.apply_batch(upsert(db, "t", TS + 2, [{"id": 1, "v": "b"}]), TS + 2, 0, {})
+    assert query(settings, f"SELECT COUNT(*) FROM `{db}`.`deleted`") == [(0,)]
+    assert query(settings, f"SELECT v FROM `{db}`.`t`") == [("b",)]
+
+
+def test_a_column_the_batch_does_not_set_keeps_its_value(settings: Settings, db: str) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`t` (id INT PRIMARY KEY, v VARCHAR(20), w INT)")
+    query(settings, f"INSERT INTO `{db}`.`t` VALUES (1, 'a', 42)")
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+    target.apply_batch(upsert(db, "t", TS + 1, [{"id": 1, "v": "b"}]), TS + 1, 0, {})
+    assert query(settings, f"SELECT id, v, w FROM `{db}`.`t`") == [(1, "b", 42)]
+    assert staged == [1]
+
+
+def test_table_facts_read_keys_foreign_keys_and_triggers(settings: Settings, db: str) -> None:
+    query(
+        settings, f"CREATE TABLE `{db}`.`p` (a INT, b INT, u INT, PRIMARY KEY (a, b), UNIQUE (u))"
+    )
+    query(settings, f"CREATE TABLE `{db}`.`c` (id INT PRIMARY KEY, a INT, b INT, "
+          f"FOREIGN KEY (a, b) REFERENCES `{db}`.`p` (a, b))")  # fmt: skip
+    query(
+        settings, f"CREATE TRIGGER `{db}`.`tr` BEFORE INSERT ON `{db}`.`c` FOR EACH ROW SET @x = 1"
+    )
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        parent = table_facts(cursor, db, "p")
+        child = table_facts(cursor, db, "c")
+    assert parent.unique_keys == {frozenset({"a", "b"}), frozenset({"u"})}
+    assert (parent.referenced, parent.triggers) == (True, False)
+    assert child.unique_keys == {frozenset({"id"})}
+    assert (child.referenced, child.triggers) == (False, True)
