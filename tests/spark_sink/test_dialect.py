@@ -149,6 +149,11 @@ def test_staging_tables_and_bulk_loads() -> None:
     load = MARIADB.load_data_local("/tmp/it's.csv", "`m`.`s`", ["`a`", "@h1"], ["`b` = UNHEX(@h1)"])
     assert load.startswith("LOAD DATA LOCAL INFILE '/tmp/it\\'s.csv' INTO TABLE `m`.`s` ")
     assert load.endswith("LINES TERMINATED BY '\\n' (`a`, @h1) SET `b` = UNHEX(@h1)")
+    replace = MARIADB.load_data_local("/tmp/x.csv", "`d`.`t`", ["`a`"], [], replace=True)
+    assert replace.startswith("LOAD DATA LOCAL INFILE '/tmp/x.csv' REPLACE INTO TABLE `d`.`t` ")
+    # Only where LOAD DATA joins the batch's transaction (InnoDB), not TiDB's chunked commits.
+    assert MARIADB.loads_in_place() and MYSQL_8_0_36.loads_in_place()
+    assert not TIDB.loads_in_place()
 
 
 def test_each_server_classifies_its_own_errors() -> None:
