@@ -92,9 +92,9 @@ DEFAULT_MAX_STAGED_BYTES = 1 << 30
 DEFAULT_DECODE_THREADS = 2
 # Micro-batch bound for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
 DEFAULT_BATCH_ROWS = 200_000
-# Keyed tables load their upserts straight into the table (LOAD DATA ... REPLACE) where it is safe:
-# one write per row instead of three through a staging table.
-DEFAULT_REPLACE_IN_PLACE = True
+# Tables load their upserts straight into themselves (LOAD DATA, REPLACE by key) where that equals
+# an upsert: one write per row instead of three through a staging table.
+DEFAULT_LOAD_IN_PLACE = True
 # A batch's table with fewer rows loads over the driver's connection: on a 2-core local master a
 # Spark load's fixed cost is only paid back from ~50k rows (0: every table through Spark).
 DEFAULT_SPARK_MIN_ROWS = 50_000
@@ -553,12 +553,12 @@ class SinkSettings(SettingsGroup):
         alias="batch_rows",
         description="rows per micro-batch of the sink (cut between transactions only)",
     )
-    replace_in_place: bool = Field(
-        default=DEFAULT_REPLACE_IN_PLACE,
-        alias="replace_in_place",
-        description="load a keyed table's upserts straight into it (LOAD DATA LOCAL ... REPLACE) "
-        "when no foreign key, trigger or unset column makes that differ from an upsert; "
-        "`false`: always through a staging table",
+    load_in_place: bool = Field(
+        default=DEFAULT_LOAD_IN_PLACE,
+        alias="load_in_place",
+        description="load a table's upserts straight into it (MariaDB, MySQL: LOAD DATA LOCAL, "
+        "REPLACE by key) where that equals an upsert from a staging table; `false`: always "
+        "through a staging table",
     )
     on_row_error: OnRowError = Field(
         default=DEFAULT_ON_ROW_ERROR,

@@ -3,9 +3,10 @@
 LOAD DATA LOCAL sends a CSV file that Arrow writes in C over the sink's own connection; INSERT
 binds the rows over it; Spark's JDBC writer loads big tables from its executors on connections of
 their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back). Those
-three fill a staging table that the merge then upserts from. A keyed table whose rows may
-replace its rows in place (:func:`replaceable`) skips the staging table: LOAD DATA LOCAL ...
-REPLACE loads its upserts straight into it, in the batch's transaction.
+three fill a staging table that the merge then upserts from. Where that equals an upsert
+(:func:`in_place`), LOAD DATA LOCAL loads a table's upserts straight into it, in the batch's
+transaction: REPLACE for a keyed table, a plain append of a key-less table's copies (whose
+deletes still go through the staging table).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from spark_sink.downstream import Column, TableFacts
 from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
 from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
+from streams.model import Value
 from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -73,18 +75,24 @@ def load_path(
     return LoadPath.IN_PLACE if in_place else LoadPath.LOAD_DATA
 
 
-def replaceable(plan: TablePlan, target: list[Column], facts: TableFacts) -> bool:
-    """Whether a batch's upserts of a table (``plan``) may replace its rows in place: the
-    table has the batch's key as its primary or a unique key, the batch sets every column it
-    stores (``target``; a replaced row keeps nothing of the old one), and no foreign key or
-    trigger sees the replace as a delete. Other unique keys may be taken by rows the batch
-    moves away: a replace removes those rows, which the batch then writes again, where an
-    upsert would overwrite the wrong row."""
-    if plan.keyless or not plan.has_key or facts.referenced or facts.triggers:
+def in_place(plan: TablePlan, keyed: bool, target: list[Column], facts: TableFacts) -> bool:
+    """Whether a batch's upserts of a table (``plan``) may load straight into it, the same as
+    upserting them from a staging table. Only when the batch sets every column the table stores
+    (``target``; a loaded row keeps nothing of an old one), and then:
+
+    - a table with its key downstream (``keyed``) replaces rows when that key is its primary or
+      a unique key and no foreign key or trigger sees the replace as a delete. Other unique keys
+      may be taken by rows the batch moves away: a replace removes those rows, which the batch
+      then writes again, where an upsert would overwrite the wrong row;
+    - a table without a key upstream appends its rows' copies when it has no unique key
+      downstream either (an upsert of such a table only ever inserts)."""
+    if not all(column.name in plan.columns for column in target):
         return False
-    if frozenset(plan.key_columns) not in facts.unique_keys:
-        return False
-    return all(column.name in plan.columns for column in target)
+    if keyed:
+        if facts.referenced or facts.triggers:
+            return False
+        return frozenset(plan.key_columns) in facts.unique_keys
+    return plan.keyless and not facts.unique_keys
 
 
 class Loader(Protocol):
@@ -113,24 +121,33 @@ class LoadDataLoader:
     dialect: Dialect
 
     def load(self, cursor: Any, item: StagedTable) -> None:
-        load_csv(cursor, self.dialect, item, item.stage, replace=False)
+        load_csv(cursor, self.dialect, item, item.images, item.flags())
 
 
 def load_in_place(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
-    """LOAD DATA LOCAL ... REPLACE of ``item``'s upserts straight into its target (in the
-    batch's transaction); returns the rows loaded."""
-    return load_csv(cursor, dialect, item, item.target, replace=True)
+    """LOAD DATA LOCAL of ``item``'s upserts straight into its target (in the batch's
+    transaction): REPLACE for a keyed table, an append for a key-less one; returns the rows."""
+    return load_csv(cursor, dialect, item, item.upserts(), None)
 
 
-def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, table: str, replace: bool) -> int:
-    """Write ``item``'s rows as CSV and LOAD DATA LOCAL them into ``table``: its staging table
-    with the delete flags, or (``replace``) its target, which has no flag column."""
+def load_csv(
+    cursor: Any,
+    dialect: Dialect,
+    item: StagedTable,
+    images: list[dict[str, Value]],
+    flags: list[int] | None,
+) -> int:
+    """Write ``images`` (of ``item``'s table) as CSV and LOAD DATA LOCAL them: into its staging
+    table with their delete ``flags``, or (``flags`` None) into its target, which has no flag
+    column, replacing rows by key when the table is keyed."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
+    replace = flags is None
+    table = item.target if replace else item.stage
     arrays, targets, assignments = [], [], []
     for index, column in enumerate(item.columns):
-        values = item.values(column)
+        values = [image.get(column.name) for image in images]
         array = arrow_column(column, values)
         if pa.types.is_binary(array.type):
             cells = (cell(v, column) for v in values)
@@ -144,8 +161,8 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, table: str, repla
         else:
             targets.append(quote(column.name))
         arrays.append(array)
-    if not replace:
-        arrays.append(pa.array(item.flags(), pa.int32()))
+    if flags is not None:
+        arrays.append(pa.array(flags, pa.int32()))
         targets.append(quote(DELETE_FLAG))
     frame = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
     options = csv.WriteOptions(
@@ -158,7 +175,7 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, table: str, repla
         csv.write_csv(frame, file.name, options)
         # No bound parameters: a '%' in an identifier stays as it is.
         affected = cursor.execute(
-            dialect.load_data_local(file.name, table, targets, assignments, replace)
+            dialect.load_data_local(file.name, table, targets, assignments, replace and item.keyed)
         )
     loaded, skipped = _loaded(cursor.connection.info, affected)
     # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
@@ -167,10 +184,10 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, table: str, repla
     if cursor.warning_count:
         cursor.execute("SHOW WARNINGS")
         problems = [w for w in cursor.fetchall() if w[0] != "Note"]
-    if problems or skipped or loaded != len(item.images):
+    if problems or skipped or loaded != len(images):
         shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
         raise ApplyError(
-            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
+            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(images)} "
             f"rows): {shown or 'rows missing'}"
         )
     return loaded

@@ -4,7 +4,7 @@ the cells as the loaders send them (text or bytes for the driver, Arrow arrays f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spark_sink.downstream import Column
@@ -37,6 +37,15 @@ class StagedTable:
 
     def flags(self) -> list[int]:
         return [*range(1, self.deletes + 1), *[0] * (len(self.images) - self.deletes)]
+
+    def upserts(self) -> list[dict[str, Value]]:
+        """The images to upsert (a key-less table's once per copy), without the deletes."""
+        return self.images[self.deletes :]
+
+    def only_deletes(self) -> StagedTable:
+        """This table with its staged delete images only: what its staging table holds when
+        its upserts load straight into the target."""
+        return replace(self, images=self.images[: self.deletes])
 
     def values(self, column: Column) -> list[Value]:
         name = column.name

@@ -49,8 +49,8 @@ from spark_sink.loaders import (
     Loader,
     LoadPath,
     SparkLoader,
+    in_place,
     load_path,
-    replaceable,
 )
 from spark_sink.merge import merge_staged
 from spark_sink.metrics import DDL_SKIPPED
@@ -230,20 +230,23 @@ class Target:
         cursor = conn.cursor()
         staged = [s for plan in plans if (s := self._prepare(cursor, plan)) is not None]
         paths = [self._load_path(cursor, item) for item in staged]
-        for item, path in zip(staged, paths, strict=True):
-            if path is not LoadPath.IN_PLACE and item.stage not in self._empty:
+        for item in staged:
+            if item.stage not in self._empty:
                 # What a failed batch or a crash left behind (DELETE: no DDL, nothing to commit).
                 cursor.execute(dialect.clear_staging(item.stage))
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
         cleanups = []
         for item, path in zip(staged, paths, strict=True):
-            if not item.images or path is LoadPath.IN_PLACE:
+            # Loaded in place, a table stages only the images it deletes (key-less tables).
+            part = item.only_deletes() if path is LoadPath.IN_PLACE else item
+            if not part.images:
                 continue
             self._empty.discard(item.stage)
-            self._loader(path).load(cursor, item)
+            loader = self._loader(LoadPath.LOAD_DATA if path is LoadPath.IN_PLACE else path)
+            loader.load(cursor, part)
             committed = path is LoadPath.SPARK
-            cleanups.append(dialect.empty_staging(item.stage, len(item.images), committed))
+            cleanups.append(dialect.empty_staging(item.stage, len(part.images), committed))
         merged = sum(
             merge_staged(cursor, dialect, item, path is LoadPath.IN_PLACE)
             for item, path in zip(staged, paths, strict=True)
@@ -266,25 +269,23 @@ class Target:
     def _load_path(self, cursor: Any, item: StagedTable) -> LoadPath:
         """How ``item``'s rows are loaded, as :func:`load_path` decides."""
         allowed = self.load_data_local and self._server_local_infile
-        in_place = (
+        direct = (
             allowed
-            and self.settings.sink.replace_in_place
+            and self.settings.sink.load_in_place
             and self.dialect.loads_in_place()
-            and self._replaceable(cursor, item)
+            and self._in_place(cursor, item)
         )
-        return load_path(len(item.images), self.settings.spark.min_rows, allowed, in_place)
+        return load_path(len(item.images), self.settings.spark.min_rows, allowed, direct)
 
-    def _replaceable(self, cursor: Any, item: StagedTable) -> bool:
-        """Whether ``item``'s upserts may replace its target's rows in place (its facts are
-        read once per table, again after a DDL)."""
-        if not item.keyed:
-            return False
+    def _in_place(self, cursor: Any, item: StagedTable) -> bool:
+        """Whether ``item``'s upserts may load straight into its target (its facts are read
+        once per table, again after a DDL)."""
         routed = self.router.route(item.plan.schema, item.plan.table)
         assert routed is not None  # a batch item is a routed table
         facts = self._facts.get(routed)
         if facts is None:
             facts = self._facts[routed] = table_facts(cursor, *routed)
-        return replaceable(item.plan, item.columns, facts)
+        return in_place(item.plan, item.keyed, item.columns, facts)
 
     def _loader(self, path: LoadPath) -> Loader:
         """The loader that loads by ``path``."""

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_sink.downstream import Column, TableFacts
-from spark_sink.loaders import LoadPath, load_path, replaceable
+from spark_sink.loaders import LoadPath, in_place, load_path
 from spark_sink.plan import TablePlan
 from streams.model import ColumnFlag, column_type
 
@@ -46,20 +46,33 @@ TARGET = [Column("id", "int(11)", "int", False), Column("v", "int(11)", "int", F
 PLAIN = TableFacts(frozenset({frozenset({"id"})}), referenced=False, triggers=False)
 
 
+NO_KEY = TableFacts(frozenset(), referenced=False, triggers=False)
+
+
 def test_a_plain_keyed_table_replaces_in_place() -> None:
-    assert replaceable(_plan(), TARGET, PLAIN)
+    assert in_place(_plan(), True, TARGET, PLAIN)
     # Another unique key besides the batch's is no obstacle (a replace frees its values).
     other = TableFacts(frozenset({frozenset({"id"}), frozenset({"v"})}), False, False)
-    assert replaceable(_plan(), TARGET, other)
+    assert in_place(_plan(), True, TARGET, other)
 
 
-def test_what_makes_a_replace_differ_from_an_upsert_keeps_the_staging_table() -> None:
-    assert not replaceable(_plan(keyed=False), TARGET, PLAIN)
-    assert not replaceable(_plan(), TARGET, TableFacts(PLAIN.unique_keys, True, False))
-    assert not replaceable(_plan(), TARGET, TableFacts(PLAIN.unique_keys, False, True))
+def test_a_keyless_table_without_unique_keys_appends_in_place() -> None:
+    assert in_place(_plan(keyed=False), False, TARGET, NO_KEY)
+    # Foreign keys and triggers see an append as the insert an upsert of it is.
+    assert in_place(_plan(keyed=False), False, TARGET, TableFacts(frozenset(), True, True))
+
+
+def test_what_makes_a_load_differ_from_an_upsert_keeps_the_staging_table() -> None:
+    assert not in_place(_plan(), True, TARGET, TableFacts(PLAIN.unique_keys, True, False))
+    assert not in_place(_plan(), True, TARGET, TableFacts(PLAIN.unique_keys, False, True))
     # The downstream's key is not the batch's: rows would not meet the ones they replace.
     other_key = TableFacts(frozenset({frozenset({"id", "v"})}), False, False)
-    assert not replaceable(_plan(), TARGET, other_key)
-    assert not replaceable(_plan(), TARGET, TableFacts(frozenset(), False, False))
-    # A stored column the batch does not set would lose its value.
-    assert not replaceable(_plan(columns=("id",)), TARGET, PLAIN)
+    assert not in_place(_plan(), True, TARGET, other_key)
+    assert not in_place(_plan(), True, TARGET, NO_KEY)
+    # A stored column the batch does not set would lose its value, or not get its default.
+    assert not in_place(_plan(columns=("id",)), True, TARGET, PLAIN)
+    assert not in_place(_plan(keyed=False, columns=("id",)), False, TARGET, NO_KEY)
+    # A key-less table with a unique key downstream: an upsert may update, an append would not.
+    assert not in_place(_plan(keyed=False), False, TARGET, PLAIN)
+    # Keyed upstream, its key missing downstream: neither replace nor append.
+    assert not in_place(_plan(), False, TARGET, NO_KEY)

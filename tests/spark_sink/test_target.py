@@ -119,7 +119,7 @@ def test_every_type_round_trips(
     target.load_data_local = path.startswith("load-data")
     if path == "load-data-staged":
         # Into MariaDB, "load-data" replaces the rows in place; this goes through staging.
-        target = Target(settings.updated({"replace_in_place": False}))
+        target = Target(settings.updated({"load_in_place": False}))
     if path == "spark":
         spark = request.getfixturevalue("spark")
         through = settings.updated({"spark_min_rows": 0})

@@ -1,6 +1,6 @@
-"""Loading a keyed table's upserts straight into it (LOAD DATA LOCAL ... REPLACE) against the real
-MariaDB: taken for a plain keyed table, and never where a replace would differ from an upsert
-(a foreign key pointing at the table, a trigger, a column the batch does not set)."""
+"""Loading a table's upserts straight into it against the real MariaDB: LOAD DATA LOCAL ... REPLACE
+for a plain keyed table, an append for a key-less one, and never where that would differ from an
+upsert (a foreign key pointing at the table, a trigger, a column the batch does not set)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_a_plain_keyed_table_loads_in_place_and_its_rows_replace(
     assert staged == [0, 0]
     # The same batches through the staging table stage their rows: the count tells the paths apart.
     query(settings, f"CREATE TABLE `{db}`.`s` (id INT PRIMARY KEY, v VARCHAR(20))")
-    through_staging = target_for(settings, db, replace_in_place=False)
+    through_staging = target_for(settings, db, load_in_place=False)
     staged = staged_before_commit(through_staging, db)
     through_staging.apply_batch(upsert(db, "s", TS + 3, [{"id": 1, "v": "a"}]), TS + 3, 0, {})
     assert staged == [1]
@@ -168,3 +168,35 @@ def test_table_facts_read_keys_foreign_keys_and_triggers(settings: Settings, db:
     assert (parent.referenced, parent.triggers) == (True, False)
     assert child.unique_keys == {frozenset({"id"})}
     assert (child.referenced, child.triggers) == (False, True)
+
+
+def test_a_keyless_table_appends_its_copies_and_stages_only_its_deletes(
+    settings: Settings, db: str
+) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`n` (a INT, b VARCHAR(8))")
+    columns = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+
+    def change(ts: int, op: Op, new: Any = None, old: Any = None) -> RowChange:
+        image = {"a": new[0], "b": new[1]} if new else None
+        before = {"a": old[0], "b": old[1]} if old else None
+        return RowChange(ts, db, "n", op, columns, image, before)
+
+    x, y, z = (1, "x"), (2, None), (3, "z")
+    target.apply_batch(
+        plan_batch([change(TS + 1, Op.INSERT, x)] * 3 + [change(TS + 1, Op.INSERT, y)]),
+        TS + 1,
+        0,
+        {},
+    )
+    # One copy of x out, y becomes z, one more z: the delete images are staged, the copies appended.
+    batch = [
+        change(TS + 2, Op.DELETE, old=x),
+        change(TS + 2, Op.UPDATE, z, y),
+        change(TS + 2, Op.INSERT, z),
+    ]
+    target.apply_batch(plan_batch(batch), TS + 2, 0, {})
+    rows = query(settings, f"SELECT a, b, COUNT(*) FROM `{db}`.`n` GROUP BY a, b ORDER BY a")
+    assert rows == [(1, "x", 2), (3, "z", 2)]
+    assert staged == [0, 2]
