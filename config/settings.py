@@ -95,8 +95,9 @@ DEFAULT_BATCH_ROWS = 200_000
 # Tables load their upserts straight into themselves (LOAD DATA, REPLACE by key) where that equals
 # an upsert: one write per row instead of three through a staging table.
 DEFAULT_LOAD_IN_PLACE = True
-# A batch's table with fewer rows loads over the driver's connection: on a 2-core local master a
-# Spark load's fixed cost is only paid back from ~50k rows (0: every table through Spark).
+# A batch's table with fewer rows loads its staging table over the driver's connection: on a 2-core
+# local master a Spark load's fixed cost is only paid back from ~50k rows (0: every staging table
+# through Spark).
 DEFAULT_SPARK_MIN_ROWS = 50_000
 # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
 DEFAULT_SESSION_TIMEOUT_S = 30.0
@@ -618,8 +619,9 @@ class SparkSettings(SettingsGroup):
         default=DEFAULT_SPARK_MIN_ROWS,
         ge=0,
         alias="spark_min_rows",
-        description="a batch's table with fewer rows loads with LOAD DATA over the driver, not "
-        "Spark (0: always Spark)",
+        description="a batch's table with fewer rows loads into its staging table with LOAD "
+        "DATA over the driver, not Spark (0: always Spark); a table that loads in place never "
+        "goes through Spark",
     )
 
     @field_validator("master")

@@ -64,15 +64,17 @@ class LoadPath(StrEnum):
 def load_path(
     rows: int, spark_min_rows: int, load_data_local: bool, in_place: bool = False
 ) -> LoadPath:
-    """The way to load a table's ``rows`` rows: Spark from ``spark_min_rows`` rows
-    (TICDC_SINK_SPARK_MIN_ROWS), else where the server and the sink allow LOAD DATA LOCAL
-    (``load_data_local``) straight into the table when its rows may replace in place
-    (``in_place``) or else into its staging table, else INSERT into the staging table."""
+    """The way to load a table's ``rows`` rows. Where the server and the sink allow LOAD DATA
+    LOCAL (``load_data_local``) and the rows may load straight into the table (``in_place``),
+    that: any staging table is more work for the downstream (its merge alone costs what the
+    load in place does), however many executors fill it. Else into a staging table: by Spark
+    from ``spark_min_rows`` rows (TICDC_SINK_SPARK_MIN_ROWS), else LOAD DATA LOCAL where
+    allowed, else INSERT."""
+    if load_data_local and in_place:
+        return LoadPath.IN_PLACE
     if rows >= spark_min_rows:
         return LoadPath.SPARK
-    if not load_data_local:
-        return LoadPath.INSERT
-    return LoadPath.IN_PLACE if in_place else LoadPath.LOAD_DATA
+    return LoadPath.LOAD_DATA if load_data_local else LoadPath.INSERT
 
 
 def in_place(plan: TablePlan, keyed: bool, target: list[Column], facts: TableFacts) -> bool:

@@ -18,11 +18,17 @@ NULLABLE = int(ColumnFlag.NULLABLE)
 def test_big_tables_go_to_spark_small_ones_to_load_data_or_insert() -> None:
     assert load_path(50_000, 50_000, load_data_local=True) is LoadPath.SPARK
     assert load_path(49_999, 50_000, load_data_local=True) is LoadPath.LOAD_DATA
-    assert load_path(49_999, 50_000, load_data_local=True, in_place=True) is LoadPath.IN_PLACE
     assert load_path(49_999, 50_000, load_data_local=False) is LoadPath.INSERT
-    assert load_path(49_999, 50_000, load_data_local=False, in_place=True) is LoadPath.INSERT
-    # TICDC_SINK_SPARK_MIN_ROWS=0: always Spark.
-    assert load_path(1, 0, load_data_local=True, in_place=True) is LoadPath.SPARK
+    # TICDC_SINK_SPARK_MIN_ROWS=0: every staging table through Spark.
+    assert load_path(1, 0, load_data_local=True) is LoadPath.SPARK
+
+
+def test_a_table_that_may_load_in_place_does_whatever_its_size() -> None:
+    assert load_path(1, 50_000, load_data_local=True, in_place=True) is LoadPath.IN_PLACE
+    assert load_path(10**6, 0, load_data_local=True, in_place=True) is LoadPath.IN_PLACE
+    # In place is a LOAD DATA LOCAL: without it, the staging paths.
+    assert load_path(1, 50_000, load_data_local=False, in_place=True) is LoadPath.INSERT
+    assert load_path(10**6, 0, load_data_local=False, in_place=True) is LoadPath.SPARK
 
 
 @given(st.integers(0, 10**7), st.integers(0, 10**7), st.booleans(), st.booleans())
@@ -30,10 +36,11 @@ def test_the_policy_is_todays_rules(
     rows: int, spark_min_rows: int, allowed: bool, in_place: bool
 ) -> None:
     path = load_path(rows, spark_min_rows, allowed, in_place)
-    assert (path is LoadPath.SPARK) == (rows >= spark_min_rows)
-    if path is not LoadPath.SPARK:
-        expected = LoadPath.IN_PLACE if in_place else LoadPath.LOAD_DATA
-        assert path is (expected if allowed else LoadPath.INSERT)
+    assert (path is LoadPath.IN_PLACE) == (allowed and in_place)
+    if path is not LoadPath.IN_PLACE:
+        assert (path is LoadPath.SPARK) == (rows >= spark_min_rows)
+    if path not in (LoadPath.IN_PLACE, LoadPath.SPARK):
+        assert path is (LoadPath.LOAD_DATA if allowed else LoadPath.INSERT)
 
 
 def _plan(keyed: bool = True, columns: tuple[str, ...] = ("id", "v")) -> TablePlan:

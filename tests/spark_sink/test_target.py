@@ -122,7 +122,7 @@ def test_every_type_round_trips(
         target = Target(settings.updated({"load_in_place": False}))
     if path == "spark":
         spark = request.getfixturevalue("spark")
-        through = settings.updated({"spark_min_rows": 0})
+        through = settings.updated({"spark_min_rows": 0, "load_in_place": False})
         target = Target(through, spark_factory=lambda: spark)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
@@ -304,7 +304,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 @ON_EVERY_SERVER
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
-    through = settings.updated({"spark_min_rows": 0})
+    through = settings.updated({"spark_min_rows": 0, "load_in_place": False})
     target = Target(through, spark_factory=lambda: spark)
     _keyed_table(settings, scratch_db)
     rows = [
@@ -412,7 +412,9 @@ def test_a_keyless_table_keeps_as_many_identical_rows_as_upstream(
     settings, _staging, target = pipeline
     if path == "spark":
         spark = request.getfixturevalue("spark")
-        target = Target(settings.updated({"spark_min_rows": 0}), lambda: spark)
+        target = Target(
+            settings.updated({"spark_min_rows": 0, "load_in_place": False}), lambda: spark
+        )
     query(settings, f"CREATE TABLE `{scratch_db}`.`n` (a INT, b VARCHAR(8), f FLOAT)")
     columns = {"a": column_type(3, NULLABLE), "b": column_type(15, NULLABLE)}
     columns["f"] = column_type(4, NULLABLE)

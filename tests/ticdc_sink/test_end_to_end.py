@@ -272,7 +272,13 @@ def test_cut_downstream_connections_lose_nothing(
         pipeline, unique, "open", PARTITIONS, 300, seed=12, expected=expected, schema=unique
     )
     # Every batch through Spark too, so its JDBC connections are cut as well as the driver's.
-    env = pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="250", TICDC_SINK_SPARK_MIN_ROWS="0")
+    env = pipeline_env(
+        pipeline,
+        "open",
+        TICDC_SINK_BATCH_ROWS="250",
+        TICDC_SINK_SPARK_MIN_ROWS="0",
+        TICDC_SINK_LOAD_IN_PLACE="false",
+    )
     cuts = killed = 0
     with pipeline_running(env) as processes:
         wait_for(lambda: applied_resolved_ts(pipeline) > 0, "a first checkpoint")

@@ -134,6 +134,7 @@ def test_executors_killed_under_loads_lose_nothing(
         "open",
         TICDC_SINK_SPARK_MASTER=cluster,
         TICDC_SINK_SPARK_MIN_ROWS="0",
+        TICDC_SINK_LOAD_IN_PLACE="false",
         TICDC_SINK_BATCH_ROWS="300",
     )
     kills, killed_at = 0, -1
@@ -170,6 +171,7 @@ def test_every_load_runs_in_the_executors_row_exact(
         TICDC_SINK_SPARK_MASTER=cluster,
         # Every table of every batch through Spark, none over the driver's connection.
         TICDC_SINK_SPARK_MIN_ROWS="0",
+        TICDC_SINK_LOAD_IN_PLACE="false",
         TICDC_SINK_BATCH_ROWS="500",
         TZ=SINK_TIME_ZONE,
         # Spark's own way to take settings from outside the sink: its event log, to tell where
