@@ -13,9 +13,7 @@ use serde::de::Deserializer;
 use serde::Deserialize;
 
 use crate::go_string;
-use crate::json::{
-    flag_text, integer_text, parse, parse_text, raw_text, string_text, Ordered, Scanner,
-};
+use crate::json::{flag_text, integer_text, parse_text, raw_text, string_text, Ordered, Scanner};
 use crate::model::{self, Cell, Images, Model, Packed, PackedMessage, Row, Slot, Value};
 
 const VERSION: u64 = 1;
@@ -260,7 +258,7 @@ fn each_event<'a>(
         return Err(Refusal::Fallback);
     }
     for (key, value) in keys.into_iter().zip(values) {
-        let header: Header = parse(key).or_fallback()?;
+        let header = header(key).or_fallback()?;
         let ts = unsigned(header.ts).or_fallback()?;
         take(match unsigned(header.t) {
             Some(KEY_RESOLVED) => Event::Resolved(ts),
@@ -353,7 +351,7 @@ fn image_cells(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
 }
 
 /// A key's fields, each kept as its JSON text; other fields are ignored, as Python does.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct Header<'a> {
     #[serde(borrow, default, deserialize_with = "raw_text")]
     ts: Option<&'a str>,
@@ -403,6 +401,45 @@ struct Column<'a> {
 
 /// An image's columns in the order written (a repeated name included, as a dict sees it).
 type Entries<'a> = Ordered<'a, Column<'a>>;
+
+/// An event's key: read by `Scanner` as TiCDC writes it, else by serde_json (see `body`).
+fn header(key: &[u8]) -> Option<Header<'_>> {
+    let text = std::str::from_utf8(key).ok()?;
+    scan_header(text).or_else(|| parse_text(text))
+}
+
+/// `Header` as serde_json reads it, from compact JSON of only its known fields, each once, all
+/// scalars; `None` for anything else.
+fn scan_header(text: &str) -> Option<Header<'_>> {
+    let mut scanner = Scanner::new(text);
+    let mut header = Header::default();
+    let mut seen = [false; 8];
+    scanner.expect(b'{')?;
+    if !scanner.take(b'}') {
+        loop {
+            let (at, field) = match scanner.name()? {
+                "ts" => (0, &mut header.ts),
+                "t" => (1, &mut header.t),
+                "scm" => (2, &mut header.scm),
+                "tbl" => (3, &mut header.tbl),
+                "rid" => (4, &mut header.rid),
+                "ptn" => (5, &mut header.ptn),
+                "ohk" => (6, &mut header.ohk),
+                "ccl" => (7, &mut header.ccl),
+                _ => return None,
+            };
+            if std::mem::replace(&mut seen[at], true) {
+                return None;
+            }
+            *field = scanner.scalar()?;
+            if !scanner.take(b',') {
+                scanner.expect(b'}')?;
+                break;
+            }
+        }
+    }
+    scanner.at_end().then_some(header)
+}
 
 /// A row value's body: read by `Scanner` as TiCDC writes it (compact, the fields known),
 /// else by serde_json, whose reading of the same text it equals.
@@ -639,8 +676,16 @@ fn optional_text(raw: Option<&str>) -> Option<Option<Cow<'_, str>>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{body, Body};
+    use super::{body, header, Body, Header};
     use crate::json::parse;
+
+    /// Event keys as TiCDC writes them.
+    const KEYS: [&str; 4] = [
+        r#"{"ts":449000000000000000,"scm":"bench","tbl":"orders","t":1}"#,
+        r#"{"ts":449000000000000004,"scm":"db","tbl":"t\u00e9","rid":-3,"ptn":12,"t":1,"ohk":true,"ccl":""}"#,
+        r#"{"ts":449000000000000008,"t":3}"#,
+        r#"{"ts":1,"scm":null,"tbl":"x","t":2,"ohk":false,"ccl":"file:///tmp/a"}"#,
+    ];
 
     /// Row values as TiCDC writes them: every kind of image and value the scanner reads.
     const VALUES: [&str; 6] = [
@@ -661,31 +706,42 @@ mod tests {
         }
     }
 
-    /// Every value one byte away from those TiCDC writes (changed, dropped or added): the body
-    /// read is serde_json's, whether the scanner takes it or leaves it to serde_json.
     #[test]
-    fn a_body_one_byte_off_reads_as_serde_json_reads_it() {
+    fn the_scanner_reads_keys_as_serde_json_does() {
+        for key in KEYS {
+            let scanned = super::scan_header(key);
+            assert!(scanned.is_some(), "{key}");
+            assert_eq!(scanned, parse::<Header>(key.as_bytes()), "{key}");
+        }
+    }
+
+    /// Each text one byte away from `text` (that byte changed, dropped, or one added before it).
+    fn one_byte_off(text: &str) -> Vec<Vec<u8>> {
         let replacements = b" \t\n\"\\/:,{}[]0123456789.eE+-ntfuvhpdxa\x01\xc3\xa9";
-        for value in VALUES {
-            let value = value.as_bytes();
-            for at in 0..=value.len() {
-                let mut variants =
-                    vec![[&value[..at], &value[(at + 1).min(value.len())..]].concat()];
-                for &byte in replacements {
-                    variants.push(
-                        [&value[..at], &[byte], &value[(at + 1).min(value.len())..]].concat(),
-                    );
-                    variants.push([&value[..at], &[byte], &value[at..]].concat());
-                }
-                for variant in &variants {
-                    assert_eq!(
-                        body(variant),
-                        parse::<Body>(variant),
-                        "{}",
-                        String::from_utf8_lossy(variant)
-                    );
-                }
+        let text = text.as_bytes();
+        let mut variants = Vec::new();
+        for at in 0..=text.len() {
+            let after = &text[(at + 1).min(text.len())..];
+            variants.push([&text[..at], after].concat());
+            for &byte in replacements {
+                variants.push([&text[..at], &[byte], after].concat());
+                variants.push([&text[..at], &[byte], &text[at..]].concat());
             }
+        }
+        variants
+    }
+
+    /// Every value or key one byte away from those TiCDC writes: what is read is serde_json's
+    /// reading, whether the scanner takes it or leaves it to serde_json.
+    #[test]
+    fn a_body_or_key_one_byte_off_reads_as_serde_json_reads_it() {
+        for variant in VALUES.iter().flat_map(|value| one_byte_off(value)) {
+            let shown = String::from_utf8_lossy(&variant);
+            assert_eq!(body(&variant), parse::<Body>(&variant), "{shown}");
+        }
+        for variant in KEYS.iter().flat_map(|key| one_byte_off(key)) {
+            let shown = String::from_utf8_lossy(&variant);
+            assert_eq!(header(&variant), parse::<Header>(&variant), "{shown}");
         }
     }
 }
