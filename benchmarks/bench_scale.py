@@ -16,7 +16,7 @@ is applied once untimed first, as a running sink's JVM is warm) and merge (delet
 the checkpoint in one transaction, staging tables emptied). Each with us per row and its share
 of the sum. TICDC_SINK_SPARK_MIN_ROWS=1000000 in the environment profiles the LOAD DATA path.
 
-    python -m benchmarks.bench_scale [--rows N] [--workers 1,2,4]
+    python -m benchmarks.bench_scale [--rows N] [--workers 1,2,4] [--staging-only]
 """
 
 from __future__ import annotations
@@ -324,6 +324,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256_000)
     parser.add_argument("--workers", default="1,2,4", help="worker counts, the first the baseline")
+    parser.add_argument(
+        "--staging-only", action="store_true", help="part 1 only: the workers, not the sink"
+    )
     add_downstream_option(parser)
     args = parser.parse_args()
     settings = settings_for(args.downstream)
@@ -342,7 +345,7 @@ def main() -> None:
             asyncio.run(send(settings, topic, PARTITIONS, marks))
             run, staging = stage_with(settings, topic, count, changes, messages)
             runs.append((run, load_average()))
-            if profiled is None:
+            if profiled is None and not args.staging_only:
                 reset_downstream(settings)
                 # As the sink runs its stages: the interpreter tuned as while reading ahead.
                 with reading_ahead():
@@ -351,8 +354,8 @@ def main() -> None:
     finally:
         asyncio.run(delete_topics(settings, topics))
     _print_scaling(runs, args.rows)
-    assert profiled is not None
-    _print_profile(settings, *profiled)
+    if profiled is not None:
+        _print_profile(settings, *profiled)
 
 
 def _print_scaling(runs: list[tuple[StagingRun, str]], rows: int) -> None:

@@ -11,10 +11,21 @@ use serde_json::value::RawValue;
 /// `data` read as JSON, whose whole text must be UTF-8 as orjson requires (serde_json checks
 /// only the strings it keeps, not those of fields it skips).
 pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Option<T> {
-    if has_surrogate_escape(data) {
+    parse_text(std::str::from_utf8(data).ok()?)
+}
+
+/// `text` read as JSON (see `parse`).
+pub fn parse_text<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
+    if has_surrogate_escape(text.as_bytes()) {
         return None;
     }
-    serde_json::from_str(std::str::from_utf8(data).ok()?).ok()
+    serde_json::from_str(text).ok()
+}
+
+/// A JSON value kept as its own text (`Option<&RawValue>`'s text: `null` is `None`), for
+/// `#[serde(borrow, default, deserialize_with = "raw_text")]` fields.
+pub fn raw_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<&'de str>, D::Error> {
+    Option::<&'de RawValue>::deserialize(deserializer).map(|raw| raw.map(RawValue::get))
 }
 
 /// Whether `data` holds a `\uD...` escape: serde_json does not pair the surrogates of strings it
@@ -58,6 +69,7 @@ impl<'de> Deserialize<'de> for BorrowedStr<'de> {
 }
 
 /// An object's members in the order written (a repeated name included, as a dict sees it).
+#[derive(Debug, PartialEq)]
 pub struct Ordered<'a, V>(pub Vec<(Cow<'a, str>, V)>);
 
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<'de, V> {
@@ -82,19 +94,32 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<'de, V> {
 
 /// A JSON string's text, borrowed where it has no escapes; `None` for any other JSON.
 pub fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
-    let text = raw.get();
+    string_text(raw.get())
+}
+
+/// `string` of a JSON value's text.
+pub fn string_text(text: &str) -> Option<Cow<'_, str>> {
     if !text.starts_with('"') {
         return None;
     }
-    if !text.contains('\\') {
-        return Some(Cow::Borrowed(&text[1..text.len() - 1]));
+    let inside = text.get(1..text.len() - 1)?;
+    if !inside.contains('\\') {
+        return Some(Cow::Borrowed(inside));
     }
-    serde_json::from_str::<BorrowedStr>(text).ok().map(|s| s.0)
+    match unescape(inside) {
+        Some(unescaped) => Some(Cow::Owned(unescaped)),
+        None => serde_json::from_str::<BorrowedStr>(text).ok().map(|s| s.0),
+    }
 }
 
 /// An absent, null or boolean flag (other JSON is left to Python's idea of truth).
 pub fn flag(raw: Option<&RawValue>) -> Option<bool> {
-    match raw.map(RawValue::get) {
+    flag_text(raw.map(RawValue::get))
+}
+
+/// `flag` of a JSON value's text.
+pub fn flag_text(text: Option<&str>) -> Option<bool> {
+    match text {
         None | Some("null") | Some("false") => Some(false),
         Some("true") => Some(true),
         _ => None,
@@ -127,9 +152,184 @@ pub fn integer_text(text: &str) -> Option<Result<i64, u64>> {
     }
 }
 
+/// A strict reader of compact JSON (no whitespace, as Go's encoder writes it) for decoders
+/// that know the shape they expect: each step returns `None` at anything else (whitespace,
+/// an escaped member name, a `\uD...` escape, nesting it was not asked for, bad JSON), and
+/// the caller then reads the same text with serde_json, which decides. What it accepts it
+/// reads as serde_json does: values are kept as their own text (`raw_text`).
+pub struct Scanner<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> Scanner<'a> {
+    pub fn new(text: &'a str) -> Self {
+        Scanner { text, pos: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The next byte, taken.
+    pub fn next(&mut self) -> Option<u8> {
+        let byte = *self.bytes().get(self.pos)?;
+        self.pos += 1;
+        Some(byte)
+    }
+
+    /// Takes `expected`, the next byte.
+    pub fn expect(&mut self, expected: u8) -> Option<()> {
+        (self.next()? == expected).then_some(())
+    }
+
+    /// Takes `expected` when it is the next byte.
+    pub fn take(&mut self, expected: u8) -> bool {
+        let found = self.bytes().get(self.pos) == Some(&expected);
+        self.pos += usize::from(found);
+        found
+    }
+
+    /// Whether the whole text has been read.
+    pub fn at_end(&self) -> bool {
+        self.pos == self.text.len()
+    }
+
+    /// A member name without escapes and the colon after it.
+    pub fn name(&mut self) -> Option<&'a str> {
+        let (raw, escaped) = self.string()?;
+        self.expect(b':')?;
+        (!escaped).then(|| &raw[1..raw.len() - 1])
+    }
+
+    /// A one-letter member name (as `"t":`) and the colon after it; `None` for any other.
+    pub fn letter_name(&mut self) -> Option<u8> {
+        match self.bytes().get(self.pos..self.pos + 4)? {
+            &[b'"', letter, b'"', b':'] if letter != b'\\' && letter != b'"' => {
+                self.pos += 4;
+                Some(letter)
+            }
+            _ => None,
+        }
+    }
+
+    /// A scalar's text (`None` inside for `null`, as `raw_text` reads it); objects and arrays
+    /// are refused.
+    pub fn scalar(&mut self) -> Option<Option<&'a str>> {
+        let start = self.pos;
+        match *self.bytes().get(start)? {
+            b'"' => return self.string().map(|(raw, _)| Some(raw)),
+            b'n' => return self.literal("null").map(|()| None),
+            b't' => self.literal("true")?,
+            b'f' => self.literal("false")?,
+            _ => self.number()?,
+        }
+        Some(Some(&self.text[start..self.pos]))
+    }
+
+    fn literal(&mut self, word: &str) -> Option<()> {
+        let end = self.pos + word.len();
+        (self.text.get(self.pos..end)? == word).then(|| self.pos = end)
+    }
+
+    /// `-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?`
+    fn number(&mut self) -> Option<()> {
+        self.take(b'-');
+        if !self.take(b'0') {
+            self.digits()?;
+        }
+        if self.take(b'.') {
+            self.digits()?;
+        }
+        if self.take(b'e') || self.take(b'E') {
+            if !self.take(b'+') {
+                self.take(b'-');
+            }
+            self.digits()?;
+        }
+        Some(())
+    }
+
+    /// One digit or more.
+    fn digits(&mut self) -> Option<()> {
+        let start = self.pos;
+        let rest = &self.bytes()[start..];
+        self.pos += rest.iter().take_while(|b| b.is_ascii_digit()).count();
+        (self.pos > start).then_some(())
+    }
+
+    /// A string's text with its quotes, and whether it has escapes.
+    fn string(&mut self) -> Option<(&'a str, bool)> {
+        let (bytes, start) = (self.bytes(), self.pos);
+        if bytes.get(start) != Some(&b'"') {
+            return None;
+        }
+        let mut escaped = false;
+        // Byte by byte: most strings here are a few bytes, shorter than a SIMD search's set-up.
+        let mut at = start + 1;
+        loop {
+            let byte = *bytes.get(at)?;
+            at += 1;
+            match byte {
+                b'"' => break,
+                b'\\' => {
+                    escaped = true;
+                    at += escape_length(bytes.get(at..)?)?;
+                }
+                // serde_json refuses raw control characters in strings.
+                0..=0x1f => return None,
+                _ => {}
+            }
+        }
+        self.pos = at;
+        Some((&self.text[start..at], escaped))
+    }
+}
+
+/// How many bytes after a backslash its escape takes; `None` for an invalid escape or a
+/// surrogate (left to `parse_text`, which leaves them to Python).
+fn escape_length(rest: &[u8]) -> Option<usize> {
+    match *rest.first()? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(1),
+        b'u' => {
+            let hex = rest.get(1..5)?;
+            (hex.iter().all(u8::is_ascii_hexdigit) && hex[0] | 0x20 != b'd').then_some(5)
+        }
+        _ => None,
+    }
+}
+
+/// The text of a JSON string's inside (its escapes valid), unescaped; `None` at a surrogate
+/// escape, which serde_json pairs.
+fn unescape(inside: &str) -> Option<String> {
+    // Raw control characters are serde_json's to refuse (a checked value has none).
+    if inside.bytes().any(|b| b < 0x20) {
+        return None;
+    }
+    let mut out = String::with_capacity(inside.len());
+    let mut rest = inside;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let bytes = &rest.as_bytes()[at + 1..];
+        let length = escape_length(bytes)?;
+        out.push(match bytes[0] {
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => char::from_u32(u32::from_str_radix(&rest[at + 2..at + 6], 16).ok()?)?,
+            other => char::from(other),
+        });
+        rest = &rest[at + 1 + length..];
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{has_surrogate_escape, integer_text};
+    use super::{has_surrogate_escape, integer_text, string_text};
 
     #[test]
     fn integer_text_takes_64_bits_and_nothing_else() {
@@ -152,6 +352,24 @@ mod tests {
             "99999999999999999999999",
         ] {
             assert_eq!(integer_text(refused), None, "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn strings_unescape_as_serde_json_unescapes_them() {
+        for text in [
+            r#""plain""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u00e9\u4E2D\u0000 x""#,
+            r#""\\xd6#{.\\xd9""#,
+            r#""\ud83d\ude00""#,
+            r#""\q""#,
+            r#""\u12""#,
+            "\"tab\tinside\\n\"",
+            r#""""#,
+        ] {
+            let serde = serde_json::from_str::<String>(text).ok();
+            assert_eq!(string_text(text).map(|s| s.into_owned()), serde, "{text}");
         }
     }
 

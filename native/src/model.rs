@@ -367,7 +367,17 @@ pub fn pack_row(
     true
 }
 
+// Columns up to which repeated names are looked for pair by pair.
+const FEW_COLUMNS: usize = 24;
+
 fn names_repeat(cells: &[Cell<'_>]) -> bool {
+    if cells.len() <= FEW_COLUMNS {
+        // Pairwise: cheaper than a sorted copy for a row's few columns.
+        return cells
+            .iter()
+            .enumerate()
+            .any(|(i, cell)| cells[i + 1..].iter().any(|other| other.name == cell.name));
+    }
     let mut names: Vec<&str> = cells.iter().map(|c| c.name.as_ref()).collect();
     names.sort_unstable();
     names.windows(2).any(|pair| pair[0] == pair[1])
@@ -381,6 +391,9 @@ fn columns<'c>(images: &'c [(Slot, Vec<Cell<'_>>)]) -> Vec<(&'c str, (u32, u32))
     };
     let mut columns: Vec<(&str, (u32, u32))> =
         first.iter().map(|c| (c.name.as_ref(), c.kind)).collect();
+    if rest.is_empty() {
+        return columns;
+    }
     let mut sorted: Vec<usize> = (0..columns.len()).collect();
     sorted.sort_unstable_by_key(|&i| columns[i].0);
     for (_, cells) in rest {

@@ -11,10 +11,9 @@ use std::sync::Mutex;
 
 use serde::de::Deserializer;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::go_string;
-use crate::json::{flag, integer_text, parse, string, Ordered};
+use crate::json::{flag_text, integer_text, parse_text, raw_text, string_text, Ordered, Scanner};
 use crate::model::{self, Cell, Images, Model, Packed, PackedMessage, Row, Slot, Value};
 
 const VERSION: u64 = 1;
@@ -259,7 +258,7 @@ fn each_event<'a>(
         return Err(Refusal::Fallback);
     }
     for (key, value) in keys.into_iter().zip(values) {
-        let header: Header = parse(key).or_fallback()?;
+        let header = header(key).or_fallback()?;
         let ts = unsigned(header.ts).or_fallback()?;
         take(match unsigned(header.t) {
             Some(KEY_RESOLVED) => Event::Resolved(ts),
@@ -275,10 +274,10 @@ fn each_event<'a>(
 fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> {
     let schema = optional_text(header.scm).or_fallback()?;
     let table = optional_text(header.tbl).or_fallback()?;
-    let handle_key_only = flag(header.ohk).or_fallback()?;
+    let handle_key_only = flag_text(header.ohk).or_fallback()?;
     // A claim-check location is the Python codec's error to raise.
-    let no_claim_check = flag(header.ccl) == Some(false);
-    if !no_claim_check && header.ccl.map(RawValue::get) != Some("\"\"") {
+    let no_claim_check = flag_text(header.ccl) == Some(false);
+    if !no_claim_check && header.ccl != Some("\"\"") {
         return Err(Refusal::Fallback);
     }
     // Python keeps an integer partition id and drops any other JSON there.
@@ -291,7 +290,7 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
         Some(Value::Signed(id)) => Some(id),
         _ => None,
     };
-    let body: Body = parse(value).or_fallback()?;
+    let body = body(value).or_fallback()?;
     let (op, image, previous) = if let Some(deleted) = body.d {
         (2, deleted, None)
     } else if let Some(upserted) = body.u {
@@ -352,29 +351,29 @@ fn image_cells(entries: Entries<'_>) -> Outcome<Vec<Cell<'_>>> {
 }
 
 /// A key's fields, each kept as its JSON text; other fields are ignored, as Python does.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct Header<'a> {
-    #[serde(borrow)]
-    ts: Option<&'a RawValue>,
-    #[serde(borrow)]
-    t: Option<&'a RawValue>,
-    #[serde(borrow)]
-    scm: Option<&'a RawValue>,
-    #[serde(borrow)]
-    tbl: Option<&'a RawValue>,
-    #[serde(borrow)]
-    rid: Option<&'a RawValue>,
-    #[serde(borrow)]
-    ptn: Option<&'a RawValue>,
-    #[serde(borrow)]
-    ohk: Option<&'a RawValue>,
-    #[serde(borrow)]
-    ccl: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    ts: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    t: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    scm: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    tbl: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    rid: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    ptn: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    ohk: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    ccl: Option<&'a str>,
 }
 
 /// A row value: new image `u`, old image `p` (updates), deleted image `d`. A null image is
 /// refused (Python's error), not taken for a missing one.
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct Body<'a> {
     #[serde(borrow, default, deserialize_with = "present")]
     u: Option<Entries<'a>>,
@@ -388,20 +387,137 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Entries<
     Entries::deserialize(deserializer).map(Some)
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct Column<'a> {
-    #[serde(borrow)]
-    t: Option<&'a RawValue>,
-    #[serde(borrow)]
-    f: Option<&'a RawValue>,
-    #[serde(borrow)]
-    h: Option<&'a RawValue>,
-    #[serde(borrow)]
-    v: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    t: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    f: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    h: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    v: Option<&'a str>,
 }
 
 /// An image's columns in the order written (a repeated name included, as a dict sees it).
 type Entries<'a> = Ordered<'a, Column<'a>>;
+
+/// An event's key: read by `Scanner` as TiCDC writes it, else by serde_json (see `body`).
+fn header(key: &[u8]) -> Option<Header<'_>> {
+    let text = std::str::from_utf8(key).ok()?;
+    scan_header(text).or_else(|| parse_text(text))
+}
+
+/// `Header` as serde_json reads it, from compact JSON of only its known fields, each once, all
+/// scalars; `None` for anything else.
+fn scan_header(text: &str) -> Option<Header<'_>> {
+    let mut scanner = Scanner::new(text);
+    let mut header = Header::default();
+    let mut seen = [false; 8];
+    scanner.expect(b'{')?;
+    if !scanner.take(b'}') {
+        loop {
+            let (at, field) = match scanner.name()? {
+                "ts" => (0, &mut header.ts),
+                "t" => (1, &mut header.t),
+                "scm" => (2, &mut header.scm),
+                "tbl" => (3, &mut header.tbl),
+                "rid" => (4, &mut header.rid),
+                "ptn" => (5, &mut header.ptn),
+                "ohk" => (6, &mut header.ohk),
+                "ccl" => (7, &mut header.ccl),
+                _ => return None,
+            };
+            if std::mem::replace(&mut seen[at], true) {
+                return None;
+            }
+            *field = scanner.scalar()?;
+            if !scanner.take(b',') {
+                scanner.expect(b'}')?;
+                break;
+            }
+        }
+    }
+    scanner.at_end().then_some(header)
+}
+
+/// A row value's body: read by `Scanner` as TiCDC writes it (compact, the fields known),
+/// else by serde_json, whose reading of the same text it equals.
+fn body(value: &[u8]) -> Option<Body<'_>> {
+    let text = std::str::from_utf8(value).ok()?;
+    scan_body(text).or_else(|| parse_text(text))
+}
+
+/// `Body` as serde_json reads it, from compact JSON of only its known fields, each once;
+/// `None` for anything else.
+fn scan_body(text: &str) -> Option<Body<'_>> {
+    let mut scanner = Scanner::new(text);
+    let mut body = Body::default();
+    scanner.expect(b'{')?;
+    if !scanner.take(b'}') {
+        loop {
+            let image = match scanner.letter_name()? {
+                b'u' => &mut body.u,
+                b'p' => &mut body.p,
+                b'd' => &mut body.d,
+                _ => return None,
+            };
+            if image.is_some() {
+                return None;
+            }
+            *image = Some(scan_image(&mut scanner)?);
+            if !scanner.take(b',') {
+                scanner.expect(b'}')?;
+                break;
+            }
+        }
+    }
+    scanner.at_end().then_some(body)
+}
+
+/// An image's columns (see `scan_body`).
+fn scan_image<'a>(scanner: &mut Scanner<'a>) -> Option<Entries<'a>> {
+    let mut columns = Vec::with_capacity(16);
+    scanner.expect(b'{')?;
+    if scanner.take(b'}') {
+        return Some(Ordered(columns));
+    }
+    loop {
+        let name = scanner.name()?;
+        columns.push((Cow::Borrowed(name), scan_column(scanner)?));
+        if !scanner.take(b',') {
+            scanner.expect(b'}')?;
+            return Some(Ordered(columns));
+        }
+    }
+}
+
+/// A column's fields (see `scan_body`).
+fn scan_column<'a>(scanner: &mut Scanner<'a>) -> Option<Column<'a>> {
+    let mut column = Column::default();
+    let mut seen = [false; 4];
+    scanner.expect(b'{')?;
+    if scanner.take(b'}') {
+        return Some(column);
+    }
+    loop {
+        let (at, field) = match scanner.letter_name()? {
+            b't' => (0, &mut column.t),
+            b'f' => (1, &mut column.f),
+            b'h' => (2, &mut column.h),
+            b'v' => (3, &mut column.v),
+            _ => return None,
+        };
+        if std::mem::replace(&mut seen[at], true) {
+            return None;
+        }
+        *field = scanner.scalar()?;
+        if !scanner.take(b',') {
+            scanner.expect(b'}')?;
+            return Some(column);
+        }
+    }
+}
 
 /// The length-prefixed frames of `data` from `pos` on; `None` if one runs past the end.
 fn frames(data: &[u8], mut pos: usize) -> Option<Vec<&[u8]>> {
@@ -460,9 +576,9 @@ fn image<'py>(
 
 /// A column's MySQL type and flags (a missing `f` from `h`, as older TiCDC writes it).
 fn column_kind(column: &Column<'_>) -> Outcome<(u32, u32)> {
-    let flags = match column.f.map(RawValue::get) {
+    let flags = match column.f {
         None | Some("null") => {
-            if column.h.map(RawValue::get) == Some("true") {
+            if column.h == Some("true") {
                 HANDLE_KEY
             } else {
                 0
@@ -470,22 +586,22 @@ fn column_kind(column: &Column<'_>) -> Outcome<(u32, u32)> {
         }
         Some(text) => below(text, 1 << 16).or_fallback()?,
     };
-    let mysql_type = below(column.t.or_fallback()?.get(), 256).or_fallback()?;
+    let mysql_type = below(column.t.or_fallback()?, 256).or_fallback()?;
     Ok((mysql_type, flags))
 }
 
 /// A column's value as the model holds it: BLOB/TEXT from base64, binary CHAR from Go quoting,
 /// FLOAT/DOUBLE always a float (Go's encoder writes a whole-number float64 as `3`).
-fn cell(raw: &RawValue, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
-    if !raw.get().starts_with('"') {
+fn cell(raw: &str, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
+    if !raw.starts_with('"') {
         if FLOAT_TYPES.contains(&mysql_type) {
-            if let Some(number) = number(raw.get()) {
+            if let Some(number) = number(raw) {
                 return Ok(Value::Float(number));
             }
         }
         return scalar(raw);
     }
-    let text = string(raw).or_fallback()?;
+    let text = string_text(raw).or_fallback()?;
     Ok(if (249..=252).contains(&mysql_type) {
         let data = STANDARD.decode(text.as_bytes()).ok().or_fallback()?;
         match String::from_utf8(data) {
@@ -501,13 +617,12 @@ fn cell(raw: &RawValue, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
 }
 
 /// A JSON scalar as orjson reads it (an int within 64 bits, a finite float); else refused.
-fn scalar(raw: &RawValue) -> Outcome<Value<'_>> {
-    let text = raw.get();
+fn scalar(text: &str) -> Outcome<Value<'_>> {
     Ok(match text {
         "null" => Value::Null,
         "true" => Value::Bool(true),
         "false" => Value::Bool(false),
-        _ if text.starts_with('"') => Value::Text(string(raw).or_fallback()?),
+        _ if text.starts_with('"') => Value::Text(string_text(text).or_fallback()?),
         _ if text.starts_with(['[', '{']) => return Err(Refusal::Fallback),
         _ if !text.contains(['.', 'e', 'E']) => match integer_text(text).or_fallback()? {
             Ok(signed) => Value::Signed(signed),
@@ -532,8 +647,8 @@ fn number(text: &str) -> Option<f64> {
 }
 
 /// A non-negative integer written without a fraction or exponent.
-fn unsigned(raw: Option<&RawValue>) -> Option<u64> {
-    digits(raw?.get())
+fn unsigned(raw: Option<&str>) -> Option<u64> {
+    digits(raw?)
 }
 
 /// An integer in `0..limit`.
@@ -551,10 +666,82 @@ fn digits(text: &str) -> Option<u64> {
 }
 
 /// An absent, null or string name.
-fn optional_text(raw: Option<&RawValue>) -> Option<Option<Cow<'_, str>>> {
-    match raw.map(RawValue::get) {
+fn optional_text(raw: Option<&str>) -> Option<Option<Cow<'_, str>>> {
+    match raw {
         None | Some("null") => Some(None),
-        Some(text) if text.starts_with('"') => Some(Some(string(raw?)?)),
+        Some(text) if text.starts_with('"') => Some(Some(string_text(text)?)),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{body, header, Body, Header};
+    use crate::json::parse;
+
+    /// Event keys as TiCDC writes them.
+    const KEYS: [&str; 4] = [
+        r#"{"ts":449000000000000000,"scm":"bench","tbl":"orders","t":1}"#,
+        r#"{"ts":449000000000000004,"scm":"db","tbl":"t\u00e9","rid":-3,"ptn":12,"t":1,"ohk":true,"ccl":""}"#,
+        r#"{"ts":449000000000000008,"t":3}"#,
+        r#"{"ts":1,"scm":null,"tbl":"x","t":2,"ohk":false,"ccl":"file:///tmp/a"}"#,
+    ];
+
+    /// Row values as TiCDC writes them: every kind of image and value the scanner reads.
+    const VALUES: [&str; 6] = [
+        r#"{"u":{"id":{"t":8,"h":true,"f":10,"v":0},"name":{"t":15,"f":64,"v":"customer 名前"},"score":{"t":5,"f":64,"v":582.7880059033552},"note":{"t":252,"f":64,"v":"bG9yZW0="},"tag":{"t":15,"f":65,"v":"\\xd6#{.\\xd9\\x1e?r"},"n":{"t":3,"f":64,"v":null}}}"#,
+        r#"{"u":{"id":{"t":8,"f":10,"v":-12},"e":{"t":5,"v":1.5e-3},"big":{"t":8,"f":192,"v":18446744073709551615}},"p":{"id":{"t":8,"f":10,"v":-12},"e":{"t":5,"v":0}}}"#,
+        r#"{"d":{"id":{"t":8,"h":true,"v":7},"flag":{"t":1,"v":true},"s":{"t":254,"v":"a\"b\\c\/d\b\f\n\r\t\u00e9\u4e2d"}}}"#,
+        r#"{"u":{}}"#,
+        r#"{"p":{"a":{}},"u":{"a":{"v":false,"t":1,"h":null,"f":null}}}"#,
+        r#"{}"#,
+    ];
+
+    #[test]
+    fn the_scanner_reads_what_ticdc_writes_as_serde_json_does() {
+        for value in VALUES {
+            let scanned = super::scan_body(value);
+            assert!(scanned.is_some(), "{value}");
+            assert_eq!(scanned, parse::<Body>(value.as_bytes()), "{value}");
+        }
+    }
+
+    #[test]
+    fn the_scanner_reads_keys_as_serde_json_does() {
+        for key in KEYS {
+            let scanned = super::scan_header(key);
+            assert!(scanned.is_some(), "{key}");
+            assert_eq!(scanned, parse::<Header>(key.as_bytes()), "{key}");
+        }
+    }
+
+    /// Each text one byte away from `text` (that byte changed, dropped, or one added before it).
+    fn one_byte_off(text: &str) -> Vec<Vec<u8>> {
+        let replacements = b" \t\n\"\\/:,{}[]0123456789.eE+-ntfuvhpdxa\x01\xc3\xa9";
+        let text = text.as_bytes();
+        let mut variants = Vec::new();
+        for at in 0..=text.len() {
+            let after = &text[(at + 1).min(text.len())..];
+            variants.push([&text[..at], after].concat());
+            for &byte in replacements {
+                variants.push([&text[..at], &[byte], after].concat());
+                variants.push([&text[..at], &[byte], &text[at..]].concat());
+            }
+        }
+        variants
+    }
+
+    /// Every value or key one byte away from those TiCDC writes: what is read is serde_json's
+    /// reading, whether the scanner takes it or leaves it to serde_json.
+    #[test]
+    fn a_body_or_key_one_byte_off_reads_as_serde_json_reads_it() {
+        for variant in VALUES.iter().flat_map(|value| one_byte_off(value)) {
+            let shown = String::from_utf8_lossy(&variant);
+            assert_eq!(body(&variant), parse::<Body>(&variant), "{shown}");
+        }
+        for variant in KEYS.iter().flat_map(|key| one_byte_off(key)) {
+            let shown = String::from_utf8_lossy(&variant);
+            assert_eq!(header(&variant), parse::<Header>(&variant), "{shown}");
+        }
     }
 }

@@ -71,9 +71,13 @@ fn frame(offset: u64, packed: &Packed) -> Frame {
     bulk(&mut data, b"0");
     let mut members = Vec::with_capacity(row_bytes + count * 24);
     for (index, (ts, row)) in packed.rows().enumerate() {
-        bulk(&mut members, b"0");
-        let header = format!("{ts:016x}{offset:016x}{index:04x}");
-        write!(members, "${}\r\n{header}", header.len() + row.len()).expect("writes to a Vec");
+        // The score, 0, then the member (no formatting machinery: this runs once per row).
+        members.extend_from_slice(b"$1\r\n0\r\n$");
+        decimal(&mut members, MEMBER_HEADER + row.len());
+        members.extend_from_slice(b"\r\n");
+        hex(&mut members, ts, 16);
+        hex(&mut members, offset, 16);
+        hex(&mut members, index as u64, 4);
         members.extend_from_slice(row);
         members.extend_from_slice(b"\r\n");
     }
@@ -84,9 +88,56 @@ fn frame(offset: u64, packed: &Packed) -> Frame {
     }
 }
 
+/// `value` in lower-case hex, zero-padded to `width` digits (as Python's `%016x`: a wider value
+/// takes the digits it needs).
+fn hex(out: &mut Vec<u8>, value: u64, width: u32) {
+    let needed = (u64::BITS - value.leading_zeros()).div_ceil(4);
+    for shift in (0..width.max(needed)).rev() {
+        out.push(b"0123456789abcdef"[(value >> (4 * shift) & 0xf) as usize]);
+    }
+}
+
+/// `value` in decimal.
+fn decimal(out: &mut Vec<u8>, value: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 /// `data` as a RESP bulk string.
 fn bulk(out: &mut Vec<u8>, data: &[u8]) {
     write!(out, "${}\r\n", data.len()).expect("writes to a Vec");
     out.extend_from_slice(data);
     out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decimal, hex};
+
+    #[test]
+    fn numbers_are_written_as_python_formats_them() {
+        for value in [0u64, 1, 9, 10, 255, 4096, 449_000_000_000_000_000, u64::MAX] {
+            let mut out = Vec::new();
+            hex(&mut out, value, 16);
+            assert_eq!(out, format!("{value:016x}").into_bytes());
+            let mut out = Vec::new();
+            decimal(&mut out, value as usize);
+            assert_eq!(out, value.to_string().into_bytes());
+        }
+        for (value, shown) in [(0xabc, "0abc"), (0x1_0000, "10000"), (0, "0000")] {
+            let mut out = Vec::new();
+            hex(&mut out, value, 4);
+            assert_eq!(out, shown.as_bytes());
+        }
+    }
 }
