@@ -37,6 +37,7 @@ _REMOVALS_FIRST = {Op.DELETE: 0, Op.UPDATE: 1, Op.INSERT: 2}
 _KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
 _UNIQUE = int(ColumnFlag.UNIQUE_KEY)
 _NULLABLE = int(ColumnFlag.NULLABLE)
+_COMMIT_TS = attrgetter("commit_ts")
 
 
 @dataclass
@@ -79,7 +80,7 @@ def _unique_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
 
 
 def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
-    return tuple([image.get(name) for name in names])
+    return tuple(map(image.get, names))
 
 
 def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
@@ -91,44 +92,51 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
     move a key) happens before every new row image.
     """
     plans: dict[tuple[str, str], TablePlan] = {}
-
-    def plan_for(change: RowChange) -> TablePlan:
-        plan = plans.get((change.schema, change.table))
-        if plan is None:
-            keys = key_columns(change.columns)
-            keyless = not any(kind.flags & _KEY_FLAGS for kind in change.columns.values())
-            plan = plans[(change.schema, change.table)] = TablePlan(
-                change.schema, change.table, keys, keyless=keyless
-            )
-        plan.columns.update(change.columns)
-        return plan
-
+    tables: dict[tuple[str, str], _Table] = {}
     followed: dict[tuple[str, str], dict[RowIdentity, _Followed]] = {}
-    for _, transaction in groupby(changes, key=attrgetter("commit_ts")):
+    for _, transaction in groupby(changes, key=_COMMIT_TS):
         group = list(transaction)
         identified: list[RowChange] = []
+        keyed: list[tuple[TablePlan, RowChange]] = []
         for change in group:
-            plan = plan_for(change)
+            columns = change.columns
+            table = tables.get((change.schema, change.table))
+            if table is None or table.columns is not columns:
+                table = _table_for(plans, tables, change)
+            plan = table.plan
             if plan.keyless:
                 if change.row_id is None:
                     _count_copies(plan, change)
                 else:
                     identified.append(change)
                 continue
-            removed = _removed(change, plan.key_columns)
-            if removed is not None:
-                key, image = removed
-                # An earlier batch row of this key is void: its last state is gone.
-                plan.upserts.pop(key, None)
-                plan.deletes[key] = image
-                plan.commit_ts[key] = change.commit_ts
-        for change in group:
-            if change.op is not Op.DELETE:
-                plan = plans[(change.schema, change.table)]
-                if plan.keyless:
-                    continue
+            keyed.append((plan, change))
+            op = change.op
+            if op is Op.INSERT:
+                continue
+            names = plan.key_columns
+            old = change.old
+            if op is Op.DELETE:
+                image = old or {}
+            elif old is None:
+                continue
+            else:
                 new = change.new or {}
-                key = _key(new, plan.key_columns)
+                # Only an update that moves its key, or a NOT NULL unique value, removes one.
+                if tuple(map(old.get, names)) == tuple(map(new.get, names)) and not any(
+                    old.get(c) != new.get(c) for c in table.uniques
+                ):
+                    continue
+                image = old
+            key = tuple(map(image.get, names))
+            # An earlier batch row of this key is void: its last state is gone.
+            plan.upserts.pop(key, None)
+            plan.deletes[key] = image
+            plan.commit_ts[key] = change.commit_ts
+        for plan, change in keyed:
+            if change.op is not Op.DELETE:
+                new = change.new or {}
+                key = tuple(map(new.get, plan.key_columns))
                 plan.upserts[key] = new
                 plan.commit_ts[key] = change.commit_ts
         if identified:
@@ -143,6 +151,34 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
         if plan.keyless:
             _settle_copies(plan)
     return list(plans.values())
+
+
+@dataclass
+class _Table:
+    """A table's plan, and what planning reads off the columns dict it last merged into it
+    (rows read from staging share one per table layout, so this is worked out once for each)."""
+
+    plan: TablePlan
+    columns: dict[str, ColumnType]
+    uniques: tuple[str, ...]
+
+
+def _table_for(
+    plans: dict[tuple[str, str], TablePlan],
+    tables: dict[tuple[str, str], _Table],
+    change: RowChange,
+) -> _Table:
+    """The plan of ``change``'s table (its key columns decided by the table's first change),
+    with ``change``'s columns merged in."""
+    name = (change.schema, change.table)
+    plan = plans.get(name)
+    if plan is None:
+        keys = key_columns(change.columns)
+        keyless = not any(kind.flags & _KEY_FLAGS for kind in change.columns.values())
+        plan = plans[name] = TablePlan(change.schema, change.table, keys, keyless=keyless)
+    plan.columns.update(change.columns)
+    table = tables[name] = _Table(plan, change.columns, _unique_columns(change.columns))
+    return table
 
 
 @dataclass
@@ -207,17 +243,3 @@ def _settle_copies(plan: TablePlan) -> None:
     plan.deletes = {key: images[key] for key, count in net.items() if count < 0}
     plan.upserts = {key: images[key] for key, count in net.items() if count > 0}
     plan.copies = {key: abs(count) for key, count in net.items() if count}
-
-
-def _removed(change: RowChange, names: tuple[str, ...]) -> tuple[Key, dict[str, Value]] | None:
-    """The key (and old image) a change removes, if any."""
-    if change.op is Op.DELETE:
-        old = change.old or {}
-        return _key(old, names), old
-    if change.op is Op.UPDATE and change.old is not None:
-        new = change.new or {}
-        old_key = _key(change.old, names)
-        uniques = _unique_columns(change.columns)
-        if old_key != _key(new, names) or any(change.old.get(c) != new.get(c) for c in uniques):
-            return old_key, change.old
-    return None
