@@ -10,7 +10,7 @@
 //! it), so the sink's planning decides per layout rather than per row; `unpack` gives each
 //! row its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use pyo3::intern;
@@ -34,6 +34,8 @@ struct Layout {
     table: Py<PyString>,
     columns: Py<PyDict>,
     names: Vec<(String, Py<PyString>)>,
+    /// The layout as packed (schema, table and columns).
+    raw: Vec<u8>,
     /// Whether a column has a handle or primary key flag (else identical rows are distinct).
     keyed: bool,
 }
@@ -69,7 +71,7 @@ impl RowUnpacker {
         let (Ok(commit_ts), Some(data)) = (commit_ts.extract::<u64>(), exact_bytes(data)) else {
             return Ok(None);
         };
-        let Some((reader, head)) = self.head(py, data)? else {
+        let Some((reader, head)) = self.head(py, data, &mut None)? else {
             return Ok(None);
         };
         self.read(py, commit_ts, reader, head, false)
@@ -90,12 +92,20 @@ impl RowUnpacker {
         let current = copies.getattr(intern!(py, "ts"))?;
         let mut current = current.cast::<PyBytes>()?.as_bytes().to_vec();
         let mut commit_ts: u64 = copies.getattr(intern!(py, "commit_ts"))?.extract()?;
-        let rows = PyList::empty(py);
+        // Whether `seen` holds bodies of the current commit ts, from before this call.
+        let mut seen_holds = !seen.is_empty();
         let stop = stop.min(members.len());
-        let mut index = start;
-        while index < stop {
-            let item = members.get_item(index)?;
-            let Some(member) = exact_bytes(&item) else {
+        let items = (start.min(stop)..stop)
+            .map(|index| members.get_item(index))
+            .collect::<PyResult<Vec<_>>>()?;
+        // Keyed bodies at the current commit ts that a later member may copy: only those
+        // followed by a member of the same ts, or last (handed to `seen` for what follows).
+        let mut group: HashSet<&[u8]> = HashSet::new();
+        let rows = PyList::empty(py);
+        let mut last = None;
+        let mut read = 0;
+        while read < items.len() {
+            let Some(member) = exact_bytes(&items[read]) else {
                 break;
             };
             let (Some(ts), Some(body)) = (member.get(..TS_DIGITS), member.get(ROW_PREFIX..)) else {
@@ -107,33 +117,42 @@ impl RowUnpacker {
                 };
                 current = ts.to_vec();
                 commit_ts = value;
-                seen.clear();
+                if seen_holds {
+                    seen.clear();
+                    seen_holds = false;
+                }
+                group.clear();
             }
-            let Some((reader, head)) = self.head(py, body)? else {
+            let Some((reader, head)) = self.head(py, body, &mut last)? else {
                 break;
             };
-            let copy = if head.layout.keyed {
-                let body = PyBytes::new(py, body);
-                if seen.contains(&body)? {
-                    index += 1;
-                    continue;
-                }
-                Some(body)
-            } else {
-                None
-            };
+            let keyed = head.layout.keyed;
+            if keyed
+                && (group.contains(body)
+                    || (seen_holds && seen.contains(PyBytes::new(py, body))?))
+            {
+                read += 1;
+                continue;
+            }
             let Some(row) = self.read(py, commit_ts, reader, head, true)? else {
                 break;
             };
-            if let Some(body) = copy {
-                seen.add(body)?;
+            let next_ts = items
+                .get(read + 1)
+                .and_then(|next| exact_bytes(next))
+                .map(|next| next.get(..TS_DIGITS));
+            if keyed && next_ts.is_none_or(|next| next == Some(ts)) {
+                group.insert(body);
             }
             rows.append(row)?;
-            index += 1;
+            read += 1;
+        }
+        for body in group {
+            seen.add(PyBytes::new(py, body))?;
         }
         copies.setattr(intern!(py, "ts"), PyBytes::new(py, &current))?;
         copies.setattr(intern!(py, "commit_ts"), commit_ts)?;
-        Ok((rows, index))
+        Ok((rows, start.min(stop) + read))
     }
 }
 
@@ -158,17 +177,33 @@ fn hex_ts(digits: &[u8]) -> Option<u64> {
 
 impl RowUnpacker {
     /// The field count, op and layout of the packed row in `data`, and the reader past them.
-    fn head<'a>(&self, py: Python<'_>, data: &'a [u8]) -> PyResult<Option<(Reader<'a>, Head)>> {
+    /// `last` is the layout of the row read before, if any: rows of one table version repeat
+    /// its bytes, which are compared rather than parsed and looked up (msgpack delimits itself,
+    /// so equal bytes read as that layout).
+    fn head<'a>(
+        &self,
+        py: Python<'_>,
+        data: &'a [u8],
+        last: &mut Option<Arc<Layout>>,
+    ) -> PyResult<Option<(Reader<'a>, Head)>> {
         let mut reader = Reader::new(data);
         // Eight fields, and a ninth for a row that carries its upstream row id.
         let (Some(fields @ 8..=9), Some(op @ 0..=2)) = (reader.array(), reader.unsigned()) else {
             return Ok(None);
         };
         let start = reader.at();
+        if let Some(layout) = last.as_ref() {
+            if data[start..].starts_with(&layout.raw) {
+                let reader = Reader::new(&data[start + layout.raw.len()..]);
+                let layout = Arc::clone(layout);
+                return Ok(Some((reader, Head { fields, op, layout })));
+            }
+        }
         let Some(parts) = layout_parts(&mut reader) else {
             return Ok(None);
         };
         let layout = self.layout(py, reader.since(start), parts)?;
+        *last = Some(Arc::clone(&layout));
         Ok(Some((reader, Head { fields, op, layout })))
     }
 
@@ -254,6 +289,7 @@ impl RowUnpacker {
             table: PyString::new(py, table).unbind(),
             columns: columns.unbind(),
             names,
+            raw: raw.to_vec(),
             keyed,
         });
         let mut layouts = lock();
