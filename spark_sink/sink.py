@@ -78,11 +78,12 @@ class SinkLoop:
         if resolved is None or resolved <= after:
             return checkpoint.resolved_ts
         released = self.staging.release(after, resolved)
-        steps = planned_batches(released, self.batch_rows, resolved)
+        pipeline = self.settings.group
+        steps = planned_batches(released, self.batch_rows, resolved, pipeline=pipeline)
         # A thread reads and plans the next batch while this one is applied (the apply mostly
         # waits on the downstream): one batch applied, one planned, one being read.
         try:
-            for step in read_ahead(steps, limit=1, chunk=1):
+            for step in read_ahead(steps, limit=1, chunk=1, pipeline=pipeline):
                 if isinstance(step, DDLEvent):
                     offsets = self.staging.replay_offsets(step.commit_ts)
                     self.target.apply_ddl(step, checkpoint, self.epoch, offsets)

@@ -104,3 +104,26 @@ def test_batches_halve_when_too_large_and_grow_back() -> None:
         grown.append(next_batch_rows(grown[-1], configured, too_large=False))
     assert grown == [50_000, 100_000, 200_000]
     assert next_batch_rows(configured, configured, too_large=False) == configured
+
+
+def test_a_round_counts_its_stages_under_its_pipeline(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    from prometheus_client import REGISTRY
+
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+    from streams.staging import TopicPartition
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+    rows = [
+        RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+        for i in range(1, 4)
+    ]
+    staging.stage(TopicPartition("topic", 0), 0, rows, watermark=TS + 3)
+    assert SinkLoop(pipeline, staging, Target(pipeline)).run_once() == TS + 3
+    for stage in ("release", "plan", "wait"):
+        labels = {"pipeline": pipeline.group, "stage": stage}
+        assert (REGISTRY.get_sample_value("ticdc_sink_stage_seconds_total", labels) or 0) > 0
