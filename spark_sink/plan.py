@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import groupby
-from operator import attrgetter
 
 from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
@@ -37,7 +35,6 @@ _REMOVALS_FIRST = {Op.DELETE: 0, Op.UPDATE: 1, Op.INSERT: 2}
 _KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
 _UNIQUE = int(ColumnFlag.UNIQUE_KEY)
 _NULLABLE = int(ColumnFlag.NULLABLE)
-_COMMIT_TS = attrgetter("commit_ts")
 
 
 @dataclass
@@ -94,56 +91,60 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
     plans: dict[tuple[str, str], TablePlan] = {}
     tables: dict[tuple[str, str], _Table] = {}
     followed: dict[tuple[str, str], dict[RowIdentity, _Followed]] = {}
-    for _, transaction in groupby(changes, key=_COMMIT_TS):
-        group = list(transaction)
-        identified: list[RowChange] = []
-        keyed: list[tuple[TablePlan, RowChange]] = []
-        for change in group:
-            columns = change.columns
-            table = tables.get((change.schema, change.table))
-            if table is None or table.columns is not columns:
-                table = _table_for(plans, tables, change)
-            plan = table.plan
-            if plan.keyless:
-                if change.row_id is None:
-                    _count_copies(plan, change)
-                else:
-                    identified.append(change)
-                continue
-            keyed.append((plan, change))
-            op = change.op
-            if op is Op.INSERT:
-                continue
-            names = plan.key_columns
-            old = change.old
-            if op is Op.DELETE:
-                image = old or {}
-            elif old is None:
-                continue
+    # The current commit ts's new images of keyed rows, and its key-less rows with a row id:
+    # both wait for the transaction's end, after every removal in it.
+    images: list[tuple[TablePlan, RowChange]] = []
+    identified: list[RowChange] = []
+    current: int | None = None
+    for change in changes:
+        if change.commit_ts != current:
+            if images:
+                _upsert(images)
+                images = []
+            if identified:
+                _follow_all(followed, identified)
+                identified = []
+            current = change.commit_ts
+        columns = change.columns
+        table = tables.get((change.schema, change.table))
+        if table is None or table.columns is not columns:
+            table = _table_for(plans, tables, change)
+        plan = table.plan
+        if plan.keyless:
+            if change.row_id is None:
+                _count_copies(plan, change)
             else:
-                new = change.new or {}
-                # Only an update that moves its key, or a NOT NULL unique value, removes one.
-                if tuple(map(old.get, names)) == tuple(map(new.get, names)) and not any(
-                    old.get(c) != new.get(c) for c in table.uniques
-                ):
-                    continue
-                image = old
-            key = tuple(map(image.get, names))
-            # An earlier batch row of this key is void: its last state is gone.
-            plan.upserts.pop(key, None)
-            plan.deletes[key] = image
-            plan.commit_ts[key] = change.commit_ts
-        for plan, change in keyed:
-            if change.op is not Op.DELETE:
-                new = change.new or {}
-                key = tuple(map(new.get, plan.key_columns))
-                plan.upserts[key] = new
-                plan.commit_ts[key] = change.commit_ts
-        if identified:
-            identified.sort(key=lambda change: _REMOVALS_FIRST[change.op])
-            for change in identified:
-                rows = followed.setdefault((change.schema, change.table), {})
-                _follow(rows, change)
+                identified.append(change)
+            continue
+        op = change.op
+        if op is Op.INSERT:
+            images.append((plan, change))
+            continue
+        if op is Op.UPDATE:
+            images.append((plan, change))
+        names = plan.key_columns
+        old = change.old
+        if op is Op.DELETE:
+            image = old or {}
+        elif old is None:
+            continue
+        else:
+            new = change.new or {}
+            # Only an update that moves its key, or a NOT NULL unique value, removes one.
+            if tuple(map(old.get, names)) == tuple(map(new.get, names)) and not any(
+                old.get(c) != new.get(c) for c in table.uniques
+            ):
+                continue
+            image = old
+        key = tuple(map(image.get, names))
+        # An earlier batch row of this key is void: its last state is gone.
+        plan.upserts.pop(key, None)
+        plan.deletes[key] = image
+        plan.commit_ts[key] = change.commit_ts
+    if images:
+        _upsert(images)
+    if identified:
+        _follow_all(followed, identified)
     for name, rows in followed.items():
         for row in rows.values():
             _count_net(plans[name], row)
@@ -151,6 +152,24 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
         if plan.keyless:
             _settle_copies(plan)
     return list(plans.values())
+
+
+def _upsert(images: list[tuple[TablePlan, RowChange]]) -> None:
+    """Each change's new image as its key's last state (in commit order)."""
+    for plan, change in images:
+        new = change.new or {}
+        key = tuple(map(new.get, plan.key_columns))
+        plan.upserts[key] = new
+        plan.commit_ts[key] = change.commit_ts
+
+
+def _follow_all(
+    followed: dict[tuple[str, str], dict[RowIdentity, _Followed]], changes: list[RowChange]
+) -> None:
+    """Follow one transaction's identified rows: every removal before every new image."""
+    changes.sort(key=lambda change: _REMOVALS_FIRST[change.op])
+    for change in changes:
+        _follow(followed.setdefault((change.schema, change.table), {}), change)
 
 
 @dataclass
