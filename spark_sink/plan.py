@@ -190,6 +190,11 @@ def _table_for(
     """The plan of ``change``'s table (its key columns decided by the table's first change),
     with ``change``'s columns merged in."""
     name = (change.schema, change.table)
+    known = tables.get(name)
+    if known is not None and known.columns == change.columns:
+        # An equal dict (rows read one by one have one each): nothing new to merge.
+        known.columns = change.columns
+        return known
     plan = plans.get(name)
     if plan is None:
         keys = key_columns(change.columns)

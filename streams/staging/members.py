@@ -96,7 +96,8 @@ class MemberReader:
     def __init__(self, unpack: Callable[[int, bytes], RowChange] = unpack_row) -> None:
         self._unpack = unpack
         # Per (schema, table): the last columns dict seen and whether it has a key. Rows
-        # unpacked natively share their table layout's dict, so the check runs once per layout.
+        # unpacked natively share their table layout's dict, so the check runs once per layout
+        # (rows with a dict each compare it).
         self._keyed: dict[tuple[str, str], tuple[dict[str, ColumnType], bool]] = {}
 
     def rows(self, members: list[bytes], start: int, stop: int, copies: Copies) -> list[RowChange]:
@@ -125,7 +126,7 @@ class MemberReader:
         distinct)."""
         table = (row.schema, row.table)
         known = self._keyed.get(table)
-        if known is not None and known[0] is row.columns:
+        if known is not None and (known[0] is row.columns or known[0] == row.columns):
             return known[1]
         keyed = any(kind.flags & _KEY_FLAGS for kind in row.columns.values())
         if len(self._keyed) >= _MAX_LAYOUTS:
