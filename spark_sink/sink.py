@@ -12,7 +12,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 
 import pymysql
 import redis
@@ -53,6 +54,60 @@ def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
     return min(configured, current * 2)
 
 
+@dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """Every change of a round, up to ``resolved``, has been handed over before this."""
+
+    resolved: int
+
+
+class _RoundGate:
+    """Between the loop and the read-ahead thread: the thread reads the next round once the
+    loop has applied this one (a resolved ts that moved meanwhile is then read too), or never
+    once stopped."""
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._stopped = False
+
+    def applied(self) -> None:
+        self._open.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._open.set()
+
+    def wait(self) -> bool:
+        """Whether to read on: blocks until the round is applied or the reading stopped."""
+        self._open.wait()
+        self._open.clear()
+        return not self._stopped
+
+
+# The steps as the read-ahead thread hands them over: a round's, its end, the next round's.
+Steps = Generator[PlannedBatch | DDLEvent | RoundEnd, None, None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rounds:
+    """Rounds read ahead by a thread, and the gate it waits at between them."""
+
+    steps: Steps
+    gate: _RoundGate
+
+    def close(self) -> None:
+        self.gate.stop()
+        self.steps.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """Rounds read ahead past a round's end: the next one is released after ``after``."""
+
+    after: int
+    rounds: _Rounds
+
+
 class SinkLoop:
     """The loop of one pipeline: release -> plan -> target.apply -> trim. :meth:`run_once`
     applies everything resolved so far."""
@@ -68,36 +123,110 @@ class SinkLoop:
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
         self.batch_rows = settings.sink.batch_rows
+        # The steps read ahead past the last round's end, and where their next round starts.
+        self._ahead: _Ahead | None = None
 
     def run_once(self) -> int:
-        """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
-        checkpoint = self.target.checkpoint()
-        self._check_lineage(checkpoint.resolved_ts)
-        after = self._release_after(checkpoint)
-        resolved = self.staging.global_resolved_ts()
-        if resolved is None or resolved <= after:
-            return checkpoint.resolved_ts
-        released = self.staging.release(after, resolved)
-        pipeline = self.settings.group
-        steps = planned_batches(released, self.batch_rows, resolved, pipeline=pipeline)
-        # A thread reads and plans the next batch while this one is applied (the apply mostly
-        # waits on the downstream): one batch applied, one planned, one being read.
+        """Apply every change up to the global resolved ts; returns the new checkpoint ts.
+
+        The read-ahead thread goes on past the round's end: while the round's last batch
+        applies (and the round trims), it reads and plans the next round from this one's
+        resolved ts, which the next call takes when the checkpoint is still there."""
         try:
-            for step in read_ahead(steps, limit=1, chunk=1, pipeline=pipeline):
-                if isinstance(step, DDLEvent):
-                    offsets = self.staging.replay_offsets(step.commit_ts)
-                    self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
-                else:
-                    self._apply(step)
+            checkpoint = self.target.checkpoint()
+            self._check_lineage(checkpoint.resolved_ts)
+            after = self._release_after(checkpoint)
+        except BaseException:
+            self.close()
+            raise
+        rounds = self._ahead_from(after)
+        try:
+            # Read ahead past the last round: None when no resolved ts was new by its end.
+            resolved = None if rounds is None else self._apply_round(rounds, checkpoint)
+            if resolved is None:
+                upto = self.staging.global_resolved_ts()
+                if upto is None or upto <= after:
+                    return checkpoint.resolved_ts
+                # A thread reads and plans the next batch while this one is applied (the apply
+                # mostly waits on the downstream): one batch applied, one planned, one being read.
+                gate = _RoundGate()
+                planned = self._rounds(after, upto, self.batch_rows, gate)
+                steps = read_ahead(planned, limit=1, chunk=1, pipeline=self.settings.group)
+                rounds = _Rounds(steps, gate)
+                resolved = self._apply_round(rounds, checkpoint)
+                if resolved is None:
+                    raise RuntimeError("the sink's round ended before its first step")
         except BatchTooLargeError as error:
+            if rounds is not None:
+                rounds.close()
             if self.batch_rows == 1:
                 raise
             self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
             log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
             return self.target.checkpoint().resolved_ts
+        except BaseException:
+            if rounds is not None:
+                rounds.close()
+            raise
+        # The next round (read ahead) was planned with this size: the one a fitted round gets.
         self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
         self.staging.trim(resolved)
         return resolved
+
+    def close(self) -> None:
+        """Stop reading ahead (the thread ends after the step it is making)."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.rounds.close()
+
+    def _ahead_from(self, after: int) -> _Rounds | None:
+        """The steps read ahead when their next round starts at ``after`` (the checkpoint is
+        where the last round left it), else None (and the reading ahead stops)."""
+        ahead = self._ahead
+        if ahead is not None and ahead.after == after:
+            self._ahead = None
+            return ahead.rounds
+        self.close()
+        return None
+
+    def _rounds(
+        self, after: int, resolved: int, batch_rows: int, gate: _RoundGate
+    ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
+        """Planned rounds, each up to the global resolved ts when it starts, then its end; the
+        rounds go on while a new resolved ts is there once a round is applied."""
+        configured = self.settings.sink.batch_rows
+        while True:
+            released = self.staging.release(after, resolved)
+            yield from planned_batches(released, batch_rows, resolved, pipeline=self.settings.group)
+            yield RoundEnd(resolved)
+            if not gate.wait():
+                return
+            upto = self.staging.global_resolved_ts()
+            if upto is None or upto <= resolved:
+                return
+            after, resolved = resolved, upto
+            # As the loop sizes the round after one that fitted; one that did not drops this.
+            batch_rows = next_batch_rows(batch_rows, configured, False)
+
+    def _apply_round(self, rounds: _Rounds, checkpoint: Checkpoint) -> int | None:
+        """Apply a round's steps up to its end, keep the rest read ahead; returns the round's
+        resolved ts, or None when the steps end before their first (no round)."""
+        started = False
+        for step in rounds.steps:
+            started = True
+            if isinstance(step, RoundEnd):
+                # Every batch before the end is applied: the thread may look for the next round.
+                rounds.gate.applied()
+                self._ahead = _Ahead(step.resolved, rounds)
+                return step.resolved
+            if isinstance(step, DDLEvent):
+                offsets = self.staging.replay_offsets(step.commit_ts)
+                self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
+            else:
+                self._apply(step)
+        if started:
+            raise RuntimeError("the sink's rounds ended before the round did")
+        return None
 
     def _release_after(self, checkpoint: Checkpoint) -> int:
         """The commit ts after which changes are released: the checkpoint, or just before it
@@ -222,6 +351,20 @@ def lead(
     """Apply round after round, riding out Redis and downstream outages, until the lease is
     lost to another sink, ``stop`` is set (0), or after one round with ``once``."""
     stop = stop or threading.Event()
+    try:
+        return _lead(sink, lock, lost, redis_outage, once, stop)
+    finally:
+        sink.close()
+
+
+def _lead(
+    sink: SinkLoop,
+    lock: LeaderLock,
+    lost: Callable[[], bool],
+    redis_outage: Outage,
+    once: bool,
+    stop: threading.Event,
+) -> int:
     last = None
     delay = RETRY_FIRST_S
     while not stop.is_set():

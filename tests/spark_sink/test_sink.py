@@ -127,3 +127,65 @@ def test_a_round_counts_its_stages_under_its_pipeline(
     for stage in ("release", "plan", "wait"):
         labels = {"pipeline": pipeline.group, "stage": stage}
         assert (REGISTRY.get_sample_value("ticdc_sink_stage_seconds_total", labels) or 0) > 0
+
+
+class RecordingStaging(Staging):
+    """The pipeline's real staging area, noting which rounds the sink releases."""
+
+    def __init__(self, staging: Staging) -> None:
+        super().__init__(staging._client, staging.keys.pipeline)
+        self.released: list[tuple[int, int]] = []
+
+    def release(self, after: int, upto: int) -> Any:
+        self.released.append((after, upto))
+        return super().release(after, upto)
+
+
+def test_the_next_round_is_read_while_the_last_batch_of_a_round_applies(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    import threading
+    import time
+
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+    from streams.staging import TopicPartition
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+
+    def stage(offset: int, first: int, last: int) -> None:
+        rows = [
+            RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+            for i in range(first, last + 1)
+        ]
+        staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
+
+    class ArrivingTarget(Target):
+        """The second round's changes resolve while the first round's last batch applies."""
+
+        def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
+            if upto == TS + 3:
+                stage(1, 4, 6)
+            return super().apply_batch(plans, upto, *args)
+
+    stage(0, 1, 3)
+    recording = RecordingStaging(staging)
+    sink = SinkLoop(pipeline, recording, ArrivingTarget(pipeline))
+    assert sink.run_once() == TS + 3
+    # The second round is being read without the loop asking for it.
+    waited = time.monotonic() + 10
+    while (TS + 3, TS + 6) not in recording.released:
+        assert time.monotonic() < waited, recording.released
+        time.sleep(0.01)
+    assert sink.run_once() == TS + 6
+    assert recording.released == [(0, TS + 3), (TS + 3, TS + 6)]
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.keyed")
+        assert cursor.fetchone() == (6,)
+    assert staging.staged_totals()[0] == 0  # each round trimmed what it applied
+    # Nothing new at the second round's end: the next call starts afresh and finds nothing.
+    assert sink.run_once() == TS + 6
+    sink.close()
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
