@@ -62,25 +62,35 @@ class RoundEnd:
 
 
 class _RoundGate:
-    """Between the loop and the read-ahead thread: the thread reads the next round once the
-    loop has applied this one (a resolved ts that moved meanwhile is then read too), or never
-    once stopped."""
+    """Between the loop and the read-ahead thread at a round's end: the loop says the round is
+    applied (its checkpoint committed), the thread then decides whether to read on (a resolved
+    ts that moved meanwhile is read too) and says so; the loop can stop it instead."""
 
     def __init__(self) -> None:
-        self._open = threading.Event()
+        self._applied = threading.Event()
+        self._decided = threading.Event()
         self._stopped = False
+        # An applied round's resolved ts the thread has not trimmed yet (it reads on first).
+        self.untrimmed: int | None = None
 
     def applied(self) -> None:
-        self._open.set()
+        """The round is applied: wait for the thread's decision (it has trimmed the round
+        when it reads no further, and trims it itself while the next round applies)."""
+        self._applied.set()
+        self._decided.wait()
+        self._decided.clear()
+
+    def decided(self) -> None:
+        self._decided.set()
 
     def stop(self) -> None:
         self._stopped = True
-        self._open.set()
+        self._applied.set()
 
     def wait(self) -> bool:
         """Whether to read on: blocks until the round is applied or the reading stopped."""
-        self._open.wait()
-        self._open.clear()
+        self._applied.wait()
+        self._applied.clear()
         return not self._stopped
 
 
@@ -129,15 +139,16 @@ class SinkLoop:
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts.
 
-        The read-ahead thread goes on past the round's end: while the round's last batch
-        applies (and the round trims), it reads and plans the next round from this one's
-        resolved ts, which the next call takes when the checkpoint is still there."""
+        The read-ahead thread trims the round once it is applied. When a new resolved ts is
+        there by then, it reads and plans the next round from this one's resolved ts (the next
+        call takes it when the checkpoint is still there) and trims while the loop applies the
+        next round's first batch; else it trims before this returns."""
         try:
             checkpoint = self.target.checkpoint()
             self._check_lineage(checkpoint.resolved_ts)
             after = self._release_after(checkpoint)
         except BaseException:
-            self.close()
+            self._drop_ahead()
             raise
         rounds = self._ahead_from(after)
         try:
@@ -170,40 +181,66 @@ class SinkLoop:
             raise
         # The next round (read ahead) was planned with this size: the one a fitted round gets.
         self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
-        self.staging.trim(resolved)
         return resolved
 
     def close(self) -> None:
-        """Stop reading ahead (the thread ends after the step it is making)."""
+        """Stop reading ahead (the thread ends after the step it is making) and trim the last
+        applied round if the thread had not yet."""
+        ahead = self._drop_ahead()
+        untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
+        if untrimmed is not None:
+            try:
+                self.staging.trim(untrimmed)
+            except REDIS_TRANSIENT as error:
+                log.warning("the trim up to %s is left to the next round: %s", untrimmed, error)
+
+    def _drop_ahead(self) -> _Ahead | None:
+        """Stop reading ahead, trimming nothing more."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
             ahead.rounds.close()
+        return ahead
 
     def _ahead_from(self, after: int) -> _Rounds | None:
-        """The steps read ahead when their next round starts at ``after`` (the checkpoint is
+        """The rounds read ahead when their next one starts at ``after`` (the checkpoint is
         where the last round left it), else None (and the reading ahead stops)."""
         ahead = self._ahead
         if ahead is not None and ahead.after == after:
             self._ahead = None
             return ahead.rounds
-        self.close()
+        # Not where the round left it: nothing read ahead (nor its trim) is sure to fit.
+        self._drop_ahead()
         return None
 
     def _rounds(
         self, after: int, resolved: int, batch_rows: int, gate: _RoundGate
     ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
         """Planned rounds, each up to the global resolved ts when it starts, then its end; the
-        rounds go on while a new resolved ts is there once a round is applied."""
+        rounds go on while a new resolved ts is there once a round is applied. Each applied
+        round is trimmed here, off the loop's thread."""
+        pipeline = self.settings.group
         configured = self.settings.sink.batch_rows
+        # The round before, applied: trimmed here once this round's first step is handed over
+        # (while the loop applies it), never before its checkpoint committed.
+        applied: int | None = None
         while True:
             released = self.staging.release(after, resolved)
-            yield from planned_batches(released, batch_rows, resolved, pipeline=self.settings.group)
+            for step in planned_batches(released, batch_rows, resolved, pipeline=pipeline):
+                yield step
+                if applied is not None:
+                    self.staging.trim(applied)
+                    gate.untrimmed = applied = None
             yield RoundEnd(resolved)
             if not gate.wait():
                 return
-            upto = self.staging.global_resolved_ts()
-            if upto is None or upto <= resolved:
-                return
+            try:
+                upto = self.staging.global_resolved_ts()
+                if upto is None or upto <= resolved:
+                    self.staging.trim(resolved)
+                    return
+                gate.untrimmed = applied = resolved
+            finally:
+                gate.decided()
             after, resolved = resolved, upto
             # As the loop sizes the round after one that fitted; one that did not drops this.
             batch_rows = next_batch_rows(batch_rows, configured, False)
@@ -215,7 +252,7 @@ class SinkLoop:
         for step in rounds.steps:
             started = True
             if isinstance(step, RoundEnd):
-                # Every batch before the end is applied: the thread may look for the next round.
+                # Every batch before the end is applied: the thread may trim and read on.
                 rounds.gate.applied()
                 self._ahead = _Ahead(step.resolved, rounds)
                 return step.resolved
