@@ -9,8 +9,9 @@ Redis spent per 1,000 rows say which one a bigger machine would have to feed.
 
 Part 2, the sink by stage: the rows the single worker staged are taken through the sink's stages
 in this process, each timed on its own: read from Redis (ZRANGEBYLEX pages, every partition),
-release (merging the partitions by commit ts, copies dropped; read and unpack excluded), unpack
-(packed row -> RowChange), plan (cut into batches of TICDC_SINK_BATCH_ROWS, one action per key),
+release (merging the partitions by commit ts, DDL barriers; read and unpack excluded), unpack
+(members -> RowChange, copies dropped: one native call per run of members), plan (cut into
+batches of TICDC_SINK_BATCH_ROWS, one action per key),
 load (the staging tables: LOAD DATA or Spark's JDBC writer, as the settings choose; each batch
 is applied once untimed first, as a running sink's JVM is warm) and merge (deletes, upserts and
 the checkpoint in one transaction, staging tables emptied). Each with us per row and its share
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import heapq
 import os
 import threading
 import time
@@ -45,11 +45,11 @@ from spark_sink.loaders import Loader, LoadPath
 from spark_sink.staged import StagedTable
 from spark_sink.target import Target
 from streams.codecs import KafkaMessage, codec_for
-from streams.model import Resolved, RowChange
-from streams.packed import row_reader
+from streams.model import DDLEvent, Resolved, RowChange
 from streams.redis_client import redis_client
 from streams.staging import Staging
-from streams.staging.layout import ROW_PREFIX, TS_DIGITS
+from streams.staging.members import Copies, member_reader, merge_by_ts
+from streams.staging.reader import UNPACK_CHUNK
 from tests.workload import make_rows
 from ticdc_sink.produce import send
 
@@ -251,27 +251,7 @@ def profile_sink(settings: Settings, staging: Staging, client: Any) -> tuple[Sta
     """The staged rows through each of the sink's stages, one stage at a time."""
     clock = StageTimes()
     resolved = staging.global_resolved_ts() or 0
-    partitions = staging.partitions()
-    redis_before = redis_cpu(client)
-    with clock.timing("read from Redis"):
-        streams = [list(staging._scan(staging.keys.rows(tp), 0, resolved)) for tp in partitions]
-    clock.redis["read"] = redis_cpu(client) - redis_before
-    rows = sum(len(s) for s in streams)
-    # Release as a whole (read, merge, unpack), less the read and unpack timed apart.
-    started = time.perf_counter()
-    released = list(staging.release(0, resolved))
-    whole = time.perf_counter() - started
-    unpack = row_reader()
-    merged = heapq.merge(*streams, key=lambda member: member[:TS_DIGITS])
-    members = [(int(m[:TS_DIGITS], 16), m[ROW_PREFIX:]) for m in merged]
-    with clock.timing("unpack"):
-        for ts, body in members:
-            unpack(ts, body)
-    clock.seconds["release"] = max(
-        0.0, whole - clock.seconds["read from Redis"] - clock.seconds["unpack"]
-    )
-    with clock.timing("plan"):
-        steps = list(planned_batches(iter(released), settings.sink.batch_rows, resolved))
+    steps, rows = read_ahead_stages(settings, staging, clock, resolved, client)
     target = Target(settings.updated({"group": staging.keys.pipeline}))
     batches = [step for step in steps if isinstance(step, PlannedBatch)]
     # A running sink has started Spark before it leads, and its JVM is warm after a few batches:
@@ -295,6 +275,39 @@ def profile_sink(settings: Settings, staging: Staging, client: Any) -> tuple[Sta
     staging.trim(resolved)
     clock.redis["trim"] = redis_cpu(client) - redis_before
     return clock, rows
+
+
+def read_ahead_stages(
+    settings: Settings, staging: Staging, clock: StageTimes, resolved: int, client: Any = None
+) -> tuple[list[PlannedBatch | DDLEvent], int]:
+    """What the read-ahead thread does with the rows staged up to ``resolved``, each stage timed
+    on its own: read (every partition's pages), the release as a whole less read and unpack
+    (merging by commit ts, DDL barriers, the hand-over), unpack (the member reader over the
+    merged windows: copies collapsed, rows made), plan (batches cut and planned). Returns the
+    planned steps and the rows read; with ``client``, Redis's CPU for the read in ``clock``."""
+    partitions = staging.partitions()
+    redis_before = redis_cpu(client) if client is not None else 0.0
+    with clock.timing("read from Redis"):
+        pages = [list(staging._pages(staging.keys.rows(tp), 0, resolved)) for tp in partitions]
+    if client is not None:
+        clock.redis["read"] = redis_cpu(client) - redis_before
+    rows = sum(len(page) for partition in pages for page in partition)
+    started = time.perf_counter()
+    released = list(staging.release(0, resolved))
+    whole = time.perf_counter() - started
+    windows = list(merge_by_ts([iter(partition) for partition in pages]))
+    read_members = member_reader()
+    copies = Copies()
+    with clock.timing("unpack"):
+        for window in windows:
+            for first in range(0, len(window), UNPACK_CHUNK):
+                read_members(window, first, min(first + UNPACK_CHUNK, len(window)), copies)
+    clock.seconds["release"] = max(
+        0.0, whole - clock.seconds["read from Redis"] - clock.seconds["unpack"]
+    )
+    with clock.timing("plan"):
+        steps = list(planned_batches(iter(released), settings.sink.batch_rows, resolved))
+    return steps, rows
 
 
 def reset_downstream(settings: Settings) -> None:

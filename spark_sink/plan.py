@@ -22,8 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from itertools import groupby
-from operator import attrgetter
 
 from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
@@ -79,7 +77,7 @@ def _unique_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:
 
 
 def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
-    return tuple([image.get(name) for name in names])
+    return tuple(map(image.get, names))
 
 
 def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
@@ -91,51 +89,62 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
     move a key) happens before every new row image.
     """
     plans: dict[tuple[str, str], TablePlan] = {}
-
-    def plan_for(change: RowChange) -> TablePlan:
-        plan = plans.get((change.schema, change.table))
-        if plan is None:
-            keys = key_columns(change.columns)
-            keyless = not any(kind.flags & _KEY_FLAGS for kind in change.columns.values())
-            plan = plans[(change.schema, change.table)] = TablePlan(
-                change.schema, change.table, keys, keyless=keyless
-            )
-        plan.columns.update(change.columns)
-        return plan
-
+    tables: dict[tuple[str, str], _Table] = {}
     followed: dict[tuple[str, str], dict[RowIdentity, _Followed]] = {}
-    for _, transaction in groupby(changes, key=attrgetter("commit_ts")):
-        group = list(transaction)
-        identified: list[RowChange] = []
-        for change in group:
-            plan = plan_for(change)
-            if plan.keyless:
-                if change.row_id is None:
-                    _count_copies(plan, change)
-                else:
-                    identified.append(change)
+    # The current commit ts's new images of keyed rows, and its key-less rows with a row id:
+    # both wait for the transaction's end, after every removal in it.
+    images: list[tuple[TablePlan, RowChange]] = []
+    identified: list[RowChange] = []
+    current: int | None = None
+    for change in changes:
+        if change.commit_ts != current:
+            if images:
+                _upsert(images)
+                images = []
+            if identified:
+                _follow_all(followed, identified)
+                identified = []
+            current = change.commit_ts
+        columns = change.columns
+        table = tables.get((change.schema, change.table))
+        if table is None or table.columns is not columns:
+            table = _table_for(plans, tables, change)
+        plan = table.plan
+        if plan.keyless:
+            if change.row_id is None:
+                _count_copies(plan, change)
+            else:
+                identified.append(change)
+            continue
+        op = change.op
+        if op is Op.INSERT:
+            images.append((plan, change))
+            continue
+        if op is Op.UPDATE:
+            images.append((plan, change))
+        names = plan.key_columns
+        old = change.old
+        if op is Op.DELETE:
+            image = old or {}
+        elif old is None:
+            continue
+        else:
+            new = change.new or {}
+            # Only an update that moves its key, or a NOT NULL unique value, removes one.
+            if tuple(map(old.get, names)) == tuple(map(new.get, names)) and not any(
+                old.get(c) != new.get(c) for c in table.uniques
+            ):
                 continue
-            removed = _removed(change, plan.key_columns)
-            if removed is not None:
-                key, image = removed
-                # An earlier batch row of this key is void: its last state is gone.
-                plan.upserts.pop(key, None)
-                plan.deletes[key] = image
-                plan.commit_ts[key] = change.commit_ts
-        for change in group:
-            if change.op is not Op.DELETE:
-                plan = plans[(change.schema, change.table)]
-                if plan.keyless:
-                    continue
-                new = change.new or {}
-                key = _key(new, plan.key_columns)
-                plan.upserts[key] = new
-                plan.commit_ts[key] = change.commit_ts
-        if identified:
-            identified.sort(key=lambda change: _REMOVALS_FIRST[change.op])
-            for change in identified:
-                rows = followed.setdefault((change.schema, change.table), {})
-                _follow(rows, change)
+            image = old
+        key = tuple(map(image.get, names))
+        # An earlier batch row of this key is void: its last state is gone.
+        plan.upserts.pop(key, None)
+        plan.deletes[key] = image
+        plan.commit_ts[key] = change.commit_ts
+    if images:
+        _upsert(images)
+    if identified:
+        _follow_all(followed, identified)
     for name, rows in followed.items():
         for row in rows.values():
             _count_net(plans[name], row)
@@ -143,6 +152,57 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
         if plan.keyless:
             _settle_copies(plan)
     return list(plans.values())
+
+
+def _upsert(images: list[tuple[TablePlan, RowChange]]) -> None:
+    """Each change's new image as its key's last state (in commit order)."""
+    for plan, change in images:
+        new = change.new or {}
+        key = tuple(map(new.get, plan.key_columns))
+        plan.upserts[key] = new
+        plan.commit_ts[key] = change.commit_ts
+
+
+def _follow_all(
+    followed: dict[tuple[str, str], dict[RowIdentity, _Followed]], changes: list[RowChange]
+) -> None:
+    """Follow one transaction's identified rows: every removal before every new image."""
+    changes.sort(key=lambda change: _REMOVALS_FIRST[change.op])
+    for change in changes:
+        _follow(followed.setdefault((change.schema, change.table), {}), change)
+
+
+@dataclass
+class _Table:
+    """A table's plan, and what planning reads off the columns dict it last merged into it
+    (rows read from staging share one per table layout, so this is worked out once for each)."""
+
+    plan: TablePlan
+    columns: dict[str, ColumnType]
+    uniques: tuple[str, ...]
+
+
+def _table_for(
+    plans: dict[tuple[str, str], TablePlan],
+    tables: dict[tuple[str, str], _Table],
+    change: RowChange,
+) -> _Table:
+    """The plan of ``change``'s table (its key columns decided by the table's first change),
+    with ``change``'s columns merged in."""
+    name = (change.schema, change.table)
+    known = tables.get(name)
+    if known is not None and known.columns == change.columns:
+        # An equal dict (rows read one by one have one each): nothing new to merge.
+        known.columns = change.columns
+        return known
+    plan = plans.get(name)
+    if plan is None:
+        keys = key_columns(change.columns)
+        keyless = not any(kind.flags & _KEY_FLAGS for kind in change.columns.values())
+        plan = plans[name] = TablePlan(change.schema, change.table, keys, keyless=keyless)
+    plan.columns.update(change.columns)
+    table = tables[name] = _Table(plan, change.columns, _unique_columns(change.columns))
+    return table
 
 
 @dataclass
@@ -207,17 +267,3 @@ def _settle_copies(plan: TablePlan) -> None:
     plan.deletes = {key: images[key] for key, count in net.items() if count < 0}
     plan.upserts = {key: images[key] for key, count in net.items() if count > 0}
     plan.copies = {key: abs(count) for key, count in net.items() if count}
-
-
-def _removed(change: RowChange, names: tuple[str, ...]) -> tuple[Key, dict[str, Value]] | None:
-    """The key (and old image) a change removes, if any."""
-    if change.op is Op.DELETE:
-        old = change.old or {}
-        return _key(old, names), old
-    if change.op is Op.UPDATE and change.old is not None:
-        new = change.new or {}
-        old_key = _key(change.old, names)
-        uniques = _unique_columns(change.columns)
-        if old_key != _key(new, names) or any(change.old.get(c) != new.get(c) for c in uniques):
-            return old_key, change.old
-    return None

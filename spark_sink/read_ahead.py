@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TypeVar
 
 from spark_sink.interpreter import reading_ahead
@@ -28,13 +28,14 @@ class _Failed:
 
 def read_ahead(
     items: Iterator[T], limit: int, chunk: int = CHUNK, pipeline: str = ""
-) -> Iterator[T]:
+) -> Generator[T, None, None]:
     """``items`` in order, produced by a thread up to about ``limit`` items ahead of the caller,
     handed over ``chunk`` at a time.
 
-    An error raised by ``items`` is raised here, in its place; a caller that stops early stops
-    the thread (after the item it is producing). The time the caller waits for the thread is
-    counted under ``pipeline`` (``ticdc_sink_stage_seconds_total{stage="wait"}``).
+    An error raised by ``items`` is raised here, in its place; a caller that stops early (or
+    closes the generator) stops the thread (after the item it is producing). The time the
+    caller waits for the thread is counted under ``pipeline``
+    (``ticdc_sink_stage_seconds_total{stage="wait"}``).
     """
     chunks: queue.Queue[list[T] | object] = queue.Queue(max(1, limit // chunk))
     stop = threading.Event()
@@ -80,4 +81,7 @@ def read_ahead(
                 yield from got  # type: ignore[misc]
         finally:
             stop.set()
-            thread.join()
+            # A generator left open (a sink's rounds read ahead) may be collected by the
+            # collector in its own thread, which is ending then.
+            if thread is not threading.current_thread():
+                thread.join()

@@ -12,7 +12,8 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
 
 import pymysql
 import redis
@@ -53,6 +54,70 @@ def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
     return min(configured, current * 2)
 
 
+@dataclass(frozen=True, slots=True)
+class RoundEnd:
+    """Every change of a round, up to ``resolved``, has been handed over before this."""
+
+    resolved: int
+
+
+class _RoundGate:
+    """Between the loop and the read-ahead thread at a round's end: the loop says the round is
+    applied (its checkpoint committed), the thread then decides whether to read on (a resolved
+    ts that moved meanwhile is read too) and says so; the loop can stop it instead."""
+
+    def __init__(self) -> None:
+        self._applied = threading.Event()
+        self._decided = threading.Event()
+        self._stopped = False
+        # An applied round's resolved ts the thread has not trimmed yet (it reads on first).
+        self.untrimmed: int | None = None
+
+    def applied(self) -> None:
+        """The round is applied: wait for the thread's decision (it has trimmed the round
+        when it reads no further, and trims it itself while the next round applies)."""
+        self._applied.set()
+        self._decided.wait()
+        self._decided.clear()
+
+    def decided(self) -> None:
+        self._decided.set()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self._applied.set()
+
+    def wait(self) -> bool:
+        """Whether to read on: blocks until the round is applied or the reading stopped."""
+        self._applied.wait()
+        self._applied.clear()
+        return not self._stopped
+
+
+# The steps as the read-ahead thread hands them over: a round's, its end, the next round's.
+Steps = Generator[PlannedBatch | DDLEvent | RoundEnd, None, None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Rounds:
+    """Rounds read ahead by a thread, and the gate it waits at between them."""
+
+    steps: Steps
+    gate: _RoundGate
+
+    def close(self) -> None:
+        self.gate.stop()
+        self.steps.close()
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """Rounds read ahead past a round's end: the next one is released after ``after``."""
+
+    after: int
+    rounds: _Rounds
+
+
 class SinkLoop:
     """The loop of one pipeline: release -> plan -> target.apply -> trim. :meth:`run_once`
     applies everything resolved so far."""
@@ -68,35 +133,137 @@ class SinkLoop:
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
         self.batch_rows = settings.sink.batch_rows
+        # The steps read ahead past the last round's end, and where their next round starts.
+        self._ahead: _Ahead | None = None
 
     def run_once(self) -> int:
-        """Apply every change up to the global resolved ts; returns the new checkpoint ts."""
-        checkpoint = self.target.checkpoint()
-        self._check_lineage(checkpoint.resolved_ts)
-        after = self._release_after(checkpoint)
-        resolved = self.staging.global_resolved_ts()
-        if resolved is None or resolved <= after:
-            return checkpoint.resolved_ts
-        released = self.staging.release(after, resolved)
-        steps = planned_batches(released, self.batch_rows, resolved)
-        # A thread reads and plans the next batch while this one is applied (the apply mostly
-        # waits on the downstream): one batch applied, one planned, one being read.
+        """Apply every change up to the global resolved ts; returns the new checkpoint ts.
+
+        The read-ahead thread trims the round once it is applied. When a new resolved ts is
+        there by then, it reads and plans the next round from this one's resolved ts (the next
+        call takes it when the checkpoint is still there) and trims while the loop applies the
+        next round's first batch; else it trims before this returns."""
         try:
-            for step in read_ahead(steps, limit=1, chunk=1):
-                if isinstance(step, DDLEvent):
-                    offsets = self.staging.replay_offsets(step.commit_ts)
-                    self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
-                else:
-                    self._apply(step)
+            checkpoint = self.target.checkpoint()
+            self._check_lineage(checkpoint.resolved_ts)
+            after = self._release_after(checkpoint)
+        except BaseException:
+            self._drop_ahead()
+            raise
+        rounds = self._ahead_from(after)
+        try:
+            # Read ahead past the last round: None when no resolved ts was new by its end.
+            resolved = None if rounds is None else self._apply_round(rounds, checkpoint)
+            if resolved is None:
+                upto = self.staging.global_resolved_ts()
+                if upto is None or upto <= after:
+                    return checkpoint.resolved_ts
+                # A thread reads and plans the next batch while this one is applied (the apply
+                # mostly waits on the downstream): one batch applied, one planned, one being read.
+                gate = _RoundGate()
+                planned = self._rounds(after, upto, self.batch_rows, gate)
+                steps = read_ahead(planned, limit=1, chunk=1, pipeline=self.settings.group)
+                rounds = _Rounds(steps, gate)
+                resolved = self._apply_round(rounds, checkpoint)
+                if resolved is None:
+                    raise RuntimeError("the sink's round ended before its first step")
         except BatchTooLargeError as error:
+            if rounds is not None:
+                rounds.close()
             if self.batch_rows == 1:
                 raise
             self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
             log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
             return self.target.checkpoint().resolved_ts
+        except BaseException:
+            if rounds is not None:
+                rounds.close()
+            raise
+        # The next round (read ahead) was planned with this size: the one a fitted round gets.
         self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
-        self.staging.trim(resolved)
         return resolved
+
+    def close(self) -> None:
+        """Stop reading ahead (the thread ends after the step it is making) and trim the last
+        applied round if the thread had not yet."""
+        ahead = self._drop_ahead()
+        untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
+        if untrimmed is not None:
+            try:
+                self.staging.trim(untrimmed)
+            except REDIS_TRANSIENT as error:
+                log.warning("the trim up to %s is left to the next round: %s", untrimmed, error)
+
+    def _drop_ahead(self) -> _Ahead | None:
+        """Stop reading ahead, trimming nothing more."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.rounds.close()
+        return ahead
+
+    def _ahead_from(self, after: int) -> _Rounds | None:
+        """The rounds read ahead when their next one starts at ``after`` (the checkpoint is
+        where the last round left it), else None (and the reading ahead stops)."""
+        ahead = self._ahead
+        if ahead is not None and ahead.after == after:
+            self._ahead = None
+            return ahead.rounds
+        # Not where the round left it: nothing read ahead (nor its trim) is sure to fit.
+        self._drop_ahead()
+        return None
+
+    def _rounds(
+        self, after: int, resolved: int, batch_rows: int, gate: _RoundGate
+    ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
+        """Planned rounds, each up to the global resolved ts when it starts, then its end; the
+        rounds go on while a new resolved ts is there once a round is applied. Each applied
+        round is trimmed here, off the loop's thread."""
+        pipeline = self.settings.group
+        configured = self.settings.sink.batch_rows
+        # The round before, applied: trimmed here once this round's first step is handed over
+        # (while the loop applies it), never before its checkpoint committed.
+        applied: int | None = None
+        while True:
+            released = self.staging.release(after, resolved)
+            for step in planned_batches(released, batch_rows, resolved, pipeline=pipeline):
+                yield step
+                if applied is not None:
+                    self.staging.trim(applied)
+                    gate.untrimmed = applied = None
+            yield RoundEnd(resolved)
+            if not gate.wait():
+                return
+            try:
+                upto = self.staging.global_resolved_ts()
+                if upto is None or upto <= resolved:
+                    self.staging.trim(resolved)
+                    return
+                gate.untrimmed = applied = resolved
+            finally:
+                gate.decided()
+            after, resolved = resolved, upto
+            # As the loop sizes the round after one that fitted; one that did not drops this.
+            batch_rows = next_batch_rows(batch_rows, configured, False)
+
+    def _apply_round(self, rounds: _Rounds, checkpoint: Checkpoint) -> int | None:
+        """Apply a round's steps up to its end, keep the rest read ahead; returns the round's
+        resolved ts, or None when the steps end before their first (no round)."""
+        started = False
+        for step in rounds.steps:
+            started = True
+            if isinstance(step, RoundEnd):
+                # Every batch before the end is applied: the thread may trim and read on.
+                rounds.gate.applied()
+                self._ahead = _Ahead(step.resolved, rounds)
+                return step.resolved
+            if isinstance(step, DDLEvent):
+                offsets = self.staging.replay_offsets(step.commit_ts)
+                self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
+            else:
+                self._apply(step)
+        if started:
+            raise RuntimeError("the sink's rounds ended before the round did")
+        return None
 
     def _release_after(self, checkpoint: Checkpoint) -> int:
         """The commit ts after which changes are released: the checkpoint, or just before it
@@ -221,6 +388,20 @@ def lead(
     """Apply round after round, riding out Redis and downstream outages, until the lease is
     lost to another sink, ``stop`` is set (0), or after one round with ``once``."""
     stop = stop or threading.Event()
+    try:
+        return _lead(sink, lock, lost, redis_outage, once, stop)
+    finally:
+        sink.close()
+
+
+def _lead(
+    sink: SinkLoop,
+    lock: LeaderLock,
+    lost: Callable[[], bool],
+    redis_outage: Outage,
+    once: bool,
+    stop: threading.Event,
+) -> int:
     last = None
     delay = RETRY_FIRST_S
     while not stop.is_set():

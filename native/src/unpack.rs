@@ -3,18 +3,30 @@
 //! The packed form is what `streams/packed.py` writes. Rows of one table version repeat their
 //! schema, table and columns byte for byte, so those are turned into Python objects once and
 //! each row only reads its values.
+//!
+//! `unpack_members` reads staged members (`streams/staging/layout.py`) a run at a time, as
+//! `streams/staging/members.py::MemberReader.rows` does, copies collapsing alike. The rows it
+//! makes of one layout share its `{name: ColumnType}` dict (the sink reads it, never changes
+//! it), so the sink's planning decides per layout rather than per row; `unpack` gives each
+//! row its own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyBytes, PyDict, PyList, PySet, PyString};
 
 use crate::model::{exact_bytes, Model, Row, Value};
 use crate::msgpack::Reader;
 
 // Layouts kept before the cache starts over (one per table version; bounded for any input).
 const MAX_LAYOUTS: usize = 4_096;
+// A staged member: commit ts (16 hex), Kafka offset (16 hex), event index (4 hex), packed row.
+const TS_DIGITS: usize = 16;
+const ROW_PREFIX: usize = 36;
+// TiCDC's HANDLE_KEY | PRIMARY_KEY column flags (`streams.model.ColumnFlag`): a keyed table.
+const KEY_FLAGS: u64 = 0x02 | 0x08;
 
 /// One (schema, table, columns) as Python objects: the names, and `{name: ColumnType}`.
 struct Layout {
@@ -22,6 +34,10 @@ struct Layout {
     table: Py<PyString>,
     columns: Py<PyDict>,
     names: Vec<(String, Py<PyString>)>,
+    /// The layout as packed (schema, table and columns).
+    raw: Vec<u8>,
+    /// Whether a column has a handle or primary key flag (else identical rows are distinct).
+    keyed: bool,
 }
 
 /// Reads packed rows into `RowChange` objects.
@@ -55,27 +71,151 @@ impl RowUnpacker {
         let (Ok(commit_ts), Some(data)) = (commit_ts.extract::<u64>(), exact_bytes(data)) else {
             return Ok(None);
         };
-        self.read(py, commit_ts, data)
+        let Some((reader, head)) = self.head(py, data, &mut None)? else {
+            return Ok(None);
+        };
+        self.read(py, commit_ts, reader, head, false)
+    }
+
+    /// The rows of `members[start:stop]` as `MemberReader.rows` reads them, collapsing copies
+    /// as `copies` (its `ts`, `commit_ts` and `seen`) remembers and updating it; stops at the
+    /// first member the Python reader must decide and returns where it stopped.
+    fn unpack_members<'py>(
+        &self,
+        py: Python<'py>,
+        members: &Bound<'py, PyList>,
+        start: usize,
+        stop: usize,
+        copies: &Bound<'py, PyAny>,
+    ) -> PyResult<(Bound<'py, PyList>, usize)> {
+        let seen = copies.getattr(intern!(py, "seen"))?.cast_into::<PySet>()?;
+        let current = copies.getattr(intern!(py, "ts"))?;
+        let mut current = current.cast::<PyBytes>()?.as_bytes().to_vec();
+        let mut commit_ts: u64 = copies.getattr(intern!(py, "commit_ts"))?.extract()?;
+        // Whether `seen` holds bodies of the current commit ts, from before this call.
+        let mut seen_holds = !seen.is_empty();
+        let stop = stop.min(members.len());
+        let items = (start.min(stop)..stop)
+            .map(|index| members.get_item(index))
+            .collect::<PyResult<Vec<_>>>()?;
+        // Keyed bodies at the current commit ts that a later member may copy: only those
+        // followed by a member of the same ts, or last (handed to `seen` for what follows).
+        let mut group: HashSet<&[u8]> = HashSet::new();
+        let rows = PyList::empty(py);
+        let mut last = None;
+        let mut read = 0;
+        while read < items.len() {
+            let Some(member) = exact_bytes(&items[read]) else {
+                break;
+            };
+            let (Some(ts), Some(body)) = (member.get(..TS_DIGITS), member.get(ROW_PREFIX..)) else {
+                break;
+            };
+            if ts != current.as_slice() {
+                let Some(value) = hex_ts(ts) else {
+                    break;
+                };
+                current = ts.to_vec();
+                commit_ts = value;
+                if seen_holds {
+                    seen.clear();
+                    seen_holds = false;
+                }
+                group.clear();
+            }
+            let Some((reader, head)) = self.head(py, body, &mut last)? else {
+                break;
+            };
+            let keyed = head.layout.keyed;
+            if keyed
+                && (group.contains(body)
+                    || (seen_holds && seen.contains(PyBytes::new(py, body))?))
+            {
+                read += 1;
+                continue;
+            }
+            let Some(row) = self.read(py, commit_ts, reader, head, true)? else {
+                break;
+            };
+            let next_ts = items
+                .get(read + 1)
+                .and_then(|next| exact_bytes(next))
+                .map(|next| next.get(..TS_DIGITS));
+            if keyed && next_ts.is_none_or(|next| next == Some(ts)) {
+                group.insert(body);
+            }
+            rows.append(row)?;
+            read += 1;
+        }
+        for body in group {
+            seen.add(PyBytes::new(py, body))?;
+        }
+        copies.setattr(intern!(py, "ts"), PyBytes::new(py, &current))?;
+        copies.setattr(intern!(py, "commit_ts"), commit_ts)?;
+        Ok((rows, start.min(stop) + read))
     }
 }
 
+/// What a packed row starts with: its field count, op and table layout.
+struct Head {
+    fields: usize,
+    op: u64,
+    layout: Arc<Layout>,
+}
+
+/// A commit ts written as 16 lowercase hex digits, as staged; None for anything else.
+fn hex_ts(digits: &[u8]) -> Option<u64> {
+    digits.iter().try_fold(0u64, |ts, digit| {
+        let value = match digit {
+            b'0'..=b'9' => digit - b'0',
+            b'a'..=b'f' => digit - b'a' + 10,
+            _ => return None,
+        };
+        Some(ts << 4 | u64::from(value))
+    })
+}
+
 impl RowUnpacker {
-    fn read<'py>(
+    /// The field count, op and layout of the packed row in `data`, and the reader past them.
+    /// `last` is the layout of the row read before, if any: rows of one table version repeat
+    /// its bytes, which are compared rather than parsed and looked up (msgpack delimits itself,
+    /// so equal bytes read as that layout).
+    fn head<'a>(
         &self,
-        py: Python<'py>,
-        commit_ts: u64,
-        data: &[u8],
-    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        py: Python<'_>,
+        data: &'a [u8],
+        last: &mut Option<Arc<Layout>>,
+    ) -> PyResult<Option<(Reader<'a>, Head)>> {
         let mut reader = Reader::new(data);
         // Eight fields, and a ninth for a row that carries its upstream row id.
         let (Some(fields @ 8..=9), Some(op @ 0..=2)) = (reader.array(), reader.unsigned()) else {
             return Ok(None);
         };
         let start = reader.at();
+        if let Some(layout) = last.as_ref() {
+            if data[start..].starts_with(&layout.raw) {
+                let reader = Reader::new(&data[start + layout.raw.len()..]);
+                let layout = Arc::clone(layout);
+                return Ok(Some((reader, Head { fields, op, layout })));
+            }
+        }
         let Some(parts) = layout_parts(&mut reader) else {
             return Ok(None);
         };
         let layout = self.layout(py, reader.since(start), parts)?;
+        *last = Some(Arc::clone(&layout));
+        Ok(Some((reader, Head { fields, op, layout })))
+    }
+
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        commit_ts: u64,
+        mut reader: Reader<'_>,
+        head: Head,
+        share_columns: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let Head { fields, op, layout } = head;
         let (Some(new), Some(old)) = (
             image(py, &mut reader, &layout)?,
             image(py, &mut reader, &layout)?,
@@ -107,7 +247,11 @@ impl RowUnpacker {
             schema: layout.schema.bind(py).clone(),
             table: layout.table.bind(py).clone(),
             op: op as usize,
-            columns: layout.columns.bind(py).copy()?.into_any(),
+            columns: if share_columns {
+                layout.columns.bind(py).clone().into_any()
+            } else {
+                layout.columns.bind(py).copy()?.into_any()
+            },
             new: new.map(Bound::into_any),
             old: old.map(Bound::into_any),
             partition_id,
@@ -134,11 +278,19 @@ impl RowUnpacker {
             columns.set_item(&key, column_type.call1((mysql_type, flags))?)?;
             names.push((name.to_owned(), key.unbind()));
         }
+        // From the types the dict kept (a repeated name keeps its last), as Python reads them.
+        let mut keyed = false;
+        for kind in columns.values() {
+            let flags: u64 = kind.getattr(intern!(py, "flags"))?.extract()?;
+            keyed |= flags & KEY_FLAGS != 0;
+        }
         let layout = Arc::new(Layout {
             schema: PyString::new(py, schema).unbind(),
             table: PyString::new(py, table).unbind(),
             columns: columns.unbind(),
             names,
+            raw: raw.to_vec(),
+            keyed,
         });
         let mut layouts = lock();
         if layouts.len() >= MAX_LAYOUTS {

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import heapq
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
 import redis
 
-from streams.model import ColumnFlag, DDLEvent, RowChange
-from streams.packed import row_reader
+from streams.model import DDLEvent, RowChange
 from streams.staging import scripts
 from streams.staging.keys import Keys, TopicPartition
 from streams.staging.layout import (
-    ROW_PREFIX,
     TS_DIGITS,
     after,
     as_bytes,
@@ -24,6 +22,7 @@ from streams.staging.layout import (
     ts_hex,
     unpack_ddl_member,
 )
+from streams.staging.members import Copies, member_reader, merge_by_ts
 from streams.staging.watermarks import WatermarkReader
 
 # Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition.
@@ -31,12 +30,10 @@ RELEASE_PAGE = 5_000
 # Rows one trim script call deletes at most: bounds how long it holds Redis (~10 ms).
 TRIM_PAGE = 20_000
 
-_KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
-
-
-def _has_key(row: RowChange) -> bool:
-    """Whether ``row``'s table has a handle or primary key (else identical rows are distinct)."""
-    return any(kind.flags & _KEY_FLAGS for kind in row.columns.values())
+# Members unpacked per call: a window holds up to a page per partition.
+UNPACK_CHUNK = 1_000
+# Above every hex digit: a commit-ts prefix followed by it sorts after every member of that ts.
+_PAST_TS = b"\xff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +51,7 @@ class StagingReader:
         self.keys = keys
         self._marks = marks
         self._trim = client.register_script(scripts.TRIM)
-        self._unpack_row = row_reader()
+        self._members = member_reader()
 
     def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
         """Staged changes with ``after < commit_ts <= upto``, in commit-ts order across partitions.
@@ -63,41 +60,51 @@ class StagingReader:
         ts, before every row with a greater one). Copies of one row version of a table with a
         key (TiCDC re-sends) collapse; a key-less table's identical rows at one commit ts stay
         apart (they are distinct rows upstream), unless they are one staged change: the same
-        partition, offset and event index, as Kafka re-delivers it. Reads page by page, so memory
-        is bounded by the page size per partition.
+        partition, offset and event index, as Kafka re-delivers it. Rows of one commit ts come
+        partition by partition. Reads page by page, so memory is bounded by the page size per
+        partition (see :func:`~streams.staging.members.merge_by_ts`).
         """
         if upto <= after:
             return
-        streams = [self._scan(self.keys.rows(tp), after, upto) for tp in self._marks.partitions()]
+        pages = [self._pages(self.keys.rows(tp), after, upto) for tp in self._marks.partitions()]
         ddls = self._scan(self.keys.ddl, after, upto)
-        merged = heapq.merge(*streams, key=lambda member: member[:TS_DIGITS])
         pending_ddl = next(ddls, None)
-        seen: set[bytes] = set()
-        current_ts = b""
-        for member in merged:
-            ts = member[:TS_DIGITS]
-            while pending_ddl is not None and pending_ddl[:TS_DIGITS] < ts:
+        copies = Copies()
+        rows = self._rows
+        for window in merge_by_ts(pages):
+            start = 0
+            while pending_ddl is not None:
+                # The window's members up to the DDL's commit ts come before it.
+                cut = bisect_left(window, pending_ddl[:TS_DIGITS] + _PAST_TS, start)
+                if cut == len(window):
+                    break
+                yield from rows(window, start, cut, copies)
                 yield Barrier(unpack_ddl_member(pending_ddl))
                 pending_ddl = next(ddls, None)
-            if ts != current_ts:
-                current_ts = ts
-                seen.clear()
-            body = member[ROW_PREFIX:]
-            if body in seen:
-                continue
-            row: RowChange = self._unpack_row(int(ts, 16), body)
-            if _has_key(row):
-                seen.add(body)
-            yield row
+                start = cut
+            yield from rows(window, start, len(window), copies)
         while pending_ddl is not None:
             yield Barrier(unpack_ddl_member(pending_ddl))
             pending_ddl = next(ddls, None)
+
+    def _rows(
+        self, members: list[bytes], start: int, stop: int, copies: Copies
+    ) -> Iterator[RowChange]:
+        """The rows of ``members[start:stop]``, unpacked a few at a time: a batch is cut (and
+        its apply starts) without waiting for a whole window."""
+        for first in range(start, stop, UNPACK_CHUNK):
+            yield from self._members(members, first, min(first + UNPACK_CHUNK, stop), copies)
 
     def has_ddl_at(self, ts: int) -> bool:
         """Whether a DDL with commit ts ``ts`` is staged (not trimmed yet)."""
         return next(self._scan(self.keys.ddl, ts - 1, ts), None) is not None
 
     def _scan(self, key: str, after_ts: int, upto: int) -> Iterator[bytes]:
+        for page in self._pages(key, after_ts, upto):
+            yield from page
+
+    def _pages(self, key: str, after_ts: int, upto: int) -> Iterator[list[bytes]]:
+        """The members of ``key`` with ``after_ts < commit_ts <= upto``, in non-empty pages."""
         low = after(after_ts)
         high = below(upto + 1)
         start = 0
@@ -106,7 +113,8 @@ class StagingReader:
             page = cast(
                 list[bytes], self._client.zrangebylex(key, low, high, start=start, num=RELEASE_PAGE)
             )
-            yield from page
+            if page:
+                yield page
             if len(page) < RELEASE_PAGE:
                 return
             start += len(page)

@@ -65,3 +65,31 @@ def test_the_time_the_caller_waits_for_the_reader_is_counted() -> None:
         time.sleep(0.2)  # the caller busy: the reader is ahead, the next item waits for it
     # The first item is waited for in full; the others were read while the caller worked.
     assert 0.09 <= waited() - before < 0.3
+
+
+def test_a_reader_left_open_and_collected_in_its_own_thread_ends_quietly() -> None:
+    import gc
+    import sys
+
+    errors: list[object] = []
+    hook, sys.unraisablehook = sys.unraisablehook, errors.append
+    try:
+        taken, collected = threading.Event(), threading.Event()
+
+        def items() -> Iterator[int]:
+            yield 1
+            # Once the consumer is suspended, drop its last reference here, in the reader's
+            # thread: it is collected (and closed) in this thread.
+            taken.wait(5)
+            holder.clear()
+            gc.collect()
+            collected.set()
+            yield 2
+
+        holder = [read_ahead(items(), limit=1, chunk=1)]
+        assert next(holder[0]) == 1
+        taken.set()
+        assert collected.wait(5)
+    finally:
+        sys.unraisablehook = hook
+    assert errors == []

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -104,3 +106,120 @@ def test_batches_halve_when_too_large_and_grow_back() -> None:
         grown.append(next_batch_rows(grown[-1], configured, too_large=False))
     assert grown == [50_000, 100_000, 200_000]
     assert next_batch_rows(configured, configured, too_large=False) == configured
+
+
+def test_a_round_counts_its_stages_under_its_pipeline(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    from prometheus_client import REGISTRY
+
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+    from streams.staging import TopicPartition
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+    rows = [
+        RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+        for i in range(1, 4)
+    ]
+    staging.stage(TopicPartition("topic", 0), 0, rows, watermark=TS + 3)
+    assert SinkLoop(pipeline, staging, Target(pipeline)).run_once() == TS + 3
+    for stage in ("release", "plan", "wait"):
+        labels = {"pipeline": pipeline.group, "stage": stage}
+        assert (REGISTRY.get_sample_value("ticdc_sink_stage_seconds_total", labels) or 0) > 0
+
+
+class RecordingStaging(Staging):
+    """The pipeline's real staging area, noting which rounds the sink releases and trims."""
+
+    def __init__(self, staging: Staging) -> None:
+        super().__init__(staging._client, staging.keys.pipeline)
+        self.released: list[tuple[int, int]] = []
+        self.trimmed: list[tuple[int, str]] = []
+        # Seconds a release after the first round takes to start.
+        self.slow = 0.0
+
+    def release(self, after: int, upto: int) -> Any:
+        self.released.append((after, upto))
+        if after:
+            time.sleep(self.slow)
+        return super().release(after, upto)
+
+    def trim(self, checkpoint: int) -> int:
+        self.trimmed.append((checkpoint, threading.current_thread().name))
+        return super().trim(checkpoint)
+
+
+def arriving_rounds(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> tuple[SinkLoop, RecordingStaging]:
+    """A sink over two rounds of three rows: the second resolves while the first round's last
+    batch applies."""
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+    from streams.staging import TopicPartition
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+
+    def stage(offset: int, first: int, last: int) -> None:
+        rows = [
+            RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+            for i in range(first, last + 1)
+        ]
+        staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
+
+    class ArrivingTarget(Target):
+        def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
+            if upto == TS + 3:
+                stage(1, 4, 6)
+            return super().apply_batch(plans, upto, *args)
+
+    stage(0, 1, 3)
+    recording = RecordingStaging(staging)
+    return SinkLoop(pipeline, recording, ArrivingTarget(pipeline)), recording
+
+
+def test_the_next_round_is_read_and_the_last_trimmed_while_the_loop_goes_on(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    sink, recording = arriving_rounds(pipeline, staging, scratch_db)
+    assert sink.run_once() == TS + 3
+    # The second round is being read without the loop asking for it.
+    waited = time.monotonic() + 10
+    while (TS + 3, TS + 6) not in recording.released:
+        assert time.monotonic() < waited, recording.released
+        time.sleep(0.01)
+    # ... and the thread trims the applied round meanwhile, off the loop's thread.
+    while staging.staged_totals()[0] != 3:
+        assert time.monotonic() < waited, staging.staged_totals()
+        time.sleep(0.01)
+    assert recording.trimmed == [(TS + 3, "read-ahead")]
+    assert sink.run_once() == TS + 6
+    assert recording.released == [(0, TS + 3), (TS + 3, TS + 6)]
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.keyed")
+        assert cursor.fetchone() == (6,)
+    assert staging.staged_totals()[0] == 0  # each round trimmed what it applied
+    assert recording.trimmed == [(TS + 3, "read-ahead"), (TS + 6, "read-ahead")]
+    # Nothing new at the second round's end: the next call starts afresh and finds nothing.
+    assert sink.run_once() == TS + 6
+    sink.close()
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())
+
+
+def test_a_sink_closed_after_a_round_it_read_past_leaves_that_round_trimmed(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    sink, recording = arriving_rounds(pipeline, staging, scratch_db)
+    # The thread is still reading the next round, its trim not reached, when the sink closes
+    # (as `lead` does after one round with once=True).
+    recording.slow = 0.5
+    assert sink.run_once() == TS + 3
+    sink.close()
+    assert staging.staged_totals()[0] == 3
+    assert recording.trimmed == [(TS + 3, "MainThread")]
+    assert not any(t.name == "read-ahead" for t in threading.enumerate())

@@ -3,11 +3,16 @@ replay offsets."""
 
 from __future__ import annotations
 
+import heapq
+import random
+
 import pytest
 import redis
 
 from streams.model import DDLEvent, Op, RowChange, column_type
-from streams.staging import Staging
+from streams.packed import unpack_row
+from streams.staging import Barrier, Staging
+from streams.staging.layout import ROW_PREFIX, TS_DIGITS, unpack_ddl_member
 from tests.streams.staging.changes import BIG_TS, NO_KEY, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -99,3 +104,52 @@ def test_replay_offsets_start_at_the_last_watermark_at_or_below_the_checkpoint(
     staging.trim(BIG_TS + 12)
     assert staging.replay_offsets(BIG_TS + 12) == {"topic:0": 1, "topic:1": 0}
     assert redis_client.zcard(staging.keys.resolved(P0)) == 2
+
+
+def test_paged_release_with_ddls_is_the_heapq_merge_release(
+    redis_client: redis.Redis, staging: Staging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small pages, partitions sharing commit ts, copies, DDLs between them: release yields
+    what merging every partition's members keyed by the commit ts did, DDLs in their place."""
+    monkeypatch.setattr("streams.staging.reader.RELEASE_PAGE", 3)
+    monkeypatch.setattr("streams.staging.reader.UNPACK_CHUNK", 2)
+    rng = random.Random(11)
+    for offset in range(30):
+        ts = BIG_TS + rng.randint(1, 12)
+        rows = [row(ts, rng.randint(0, 3), rng.choice("xy")) for _ in range(rng.randint(1, 3))]
+        ddls = [DDLEvent(ts, "db", "t", f"ALTER {offset}", 5)] if rng.random() < 0.15 else []
+        staging.stage(rng.choice([P0, P1]), offset, rows, ddls)
+    upto = BIG_TS + 10
+    partitions = [redis_client.zrange(staging.keys.rows(tp), 0, -1) for tp in (P0, P1)]
+    ddl_members = redis_client.zrange(staging.keys.ddl, 0, -1)
+    expected = _heapq_release(partitions, ddl_members, BIG_TS + 2, upto)
+    assert any(isinstance(item, Barrier) for item in expected)
+    assert list(staging.release(BIG_TS + 2, upto)) == expected
+
+
+def _heapq_release(
+    partitions: list[list[bytes]], ddls: list[bytes], after: int, upto: int
+) -> list[RowChange | Barrier]:
+    """Release as one ``heapq.merge`` keyed by the commit-ts prefix did it."""
+
+    def within(member: bytes) -> bool:
+        return after < int(member[:TS_DIGITS], 16) <= upto
+
+    pending = [m for m in ddls if within(m)]
+    merged = heapq.merge(*[[m for m in p if within(m)] for p in partitions], key=lambda m: m[:16])
+    out: list[RowChange | Barrier] = []
+    seen: set[bytes] = set()
+    current = b""
+    for member in merged:
+        ts = member[:TS_DIGITS]
+        while pending and pending[0][:TS_DIGITS] < ts:
+            out.append(Barrier(unpack_ddl_member(pending.pop(0))))
+        if ts != current:
+            current = ts
+            seen.clear()
+        body = member[ROW_PREFIX:]
+        if body in seen:
+            continue
+        seen.add(body)  # every staged row here has a key
+        out.append(unpack_row(int(ts, 16), body))
+    return out + [Barrier(unpack_ddl_member(m)) for m in pending]
