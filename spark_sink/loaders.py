@@ -1,6 +1,6 @@
 """The ways a table's rows are loaded, behind one protocol, and the policy that picks one.
 
-LOAD DATA LOCAL sends a CSV file that Arrow writes in C over the sink's own connection; INSERT
+LOAD DATA LOCAL sends CSV that Arrow writes in C (in memory) over the sink's own connection; INSERT
 binds the rows over it; Spark's JDBC writer loads big tables from its executors on connections of
 their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back). Those
 three fill a staging table that the merge then upserts from. Where that equals an upsert
@@ -33,6 +33,8 @@ log = logging.getLogger("ticdc_sink.sink")
 
 # Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).
 CSV_NULL = "NULL"
+# The file name a local load asks for: the rows are served from memory under it.
+LOCAL_NAME = "ticdc-sink-rows.csv"
 # Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
 JDBC_BATCH_SIZE = 5_000
 # Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
@@ -170,14 +172,13 @@ def load_csv(
     options = csv.WriteOptions(
         include_header=False, quoting_style="all_valid", null_string=CSV_NULL
     )
-    with (
-        tempfile.NamedTemporaryFile(suffix=".csv") as file,
-        serving(cursor.connection, file.name),
-    ):
-        csv.write_csv(frame, file.name, options)
+    rows = pa.BufferOutputStream()
+    csv.write_csv(frame, rows, options)
+    # The rows never touch the disk: the connection sends them when the server asks for the name.
+    with serving(cursor.connection, LOCAL_NAME, memoryview(rows.getvalue())):
         # No bound parameters: a '%' in an identifier stays as it is.
         affected = cursor.execute(
-            dialect.load_data_local(file.name, table, targets, assignments, replace and item.keyed)
+            dialect.load_data_local(LOCAL_NAME, table, targets, assignments, replace and item.keyed)
         )
     loaded, skipped = _loaded(cursor.connection.info, affected)
     # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into

@@ -1,9 +1,10 @@
-"""LOAD DATA LOCAL that serves one file only: the one the sink wrote for the statement it runs.
+"""LOAD DATA LOCAL that serves one thing only: the rows the sink wrote for the statement it runs.
 
 The server names the file a LOCAL load sends, and PyMySQL sends whatever it names: a hostile or
 compromised downstream could ask for ``/etc/passwd`` in reply to any statement. Connections made
-here send a file only while :func:`serving` names it, and only that path; any other request gets
-no data, and the statement fails with :class:`~config.errors.ApplyError`.
+here never read a file for the server: they send the bytes :func:`serving` holds, and only when
+the server asks for the name given with them; any other request gets no data, and the statement
+fails with :class:`~config.errors.ApplyError`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from pymysql.connections import Connection, MySQLResult
+from pymysql.constants.CR import CR_COMMANDS_OUT_OF_SYNC
+from pymysql.err import OperationalError
 from pymysql.protocol import LoadLocalPacketWrapper
 
 from config.errors import ApplyError
@@ -21,12 +24,17 @@ from config.errors import ApplyError
 log = logging.getLogger("ticdc_sink.sink")
 
 
+# Bytes per packet of a local load (a packet holds at most 16 MiB - 1). PyMySQL sends 16 KiB ones:
+# each hands the GIL over, and while the read-ahead thread runs each costs up to a switch interval.
+LOAD_PACKET_BYTES = 1 << 20
+
+
 class _GuardedResult(MySQLResult):  # type: ignore[misc]
     def _read_load_local_packet(self, first_packet: Any) -> None:
         conn: GuardedConnection = self.connection
         requested = LoadLocalPacketWrapper(first_packet).filename.decode(errors="replace")
-        if conn.local_file is not None and requested == conn.local_file:
-            super()._read_load_local_packet(first_packet)
+        if conn.local_name is not None and requested == conn.local_name:
+            self._send(conn, conn.local_data)
             return
         # An empty packet ends the transfer with no data; then the server's reply keeps the
         # connection in step before the refusal is raised.
@@ -42,13 +50,28 @@ class _GuardedResult(MySQLResult):  # type: ignore[misc]
             "load: refused (only the sink's own staging file is ever sent)"
         )
 
+    def _send(self, conn: GuardedConnection, data: bytes | memoryview) -> None:
+        # PyMySQL's own ending of a local load (an empty packet, then the server's OK), after
+        # the rows in big packets.
+        view = memoryview(data)
+        size = min(conn.max_allowed_packet, LOAD_PACKET_BYTES)
+        for start in range(0, len(view), size):
+            conn.write_packet(view[start : start + size])
+        conn.write_packet(b"")
+        ok_packet = conn._read_packet()
+        if not ok_packet.is_ok_packet():
+            raise OperationalError(CR_COMMANDS_OUT_OF_SYNC, "Commands Out of Sync")
+        self._read_ok_packet(ok_packet)
+
 
 class GuardedConnection(Connection):  # type: ignore[misc]
-    """A PyMySQL connection whose LOAD DATA LOCAL sends only :attr:`local_file`."""
+    """A PyMySQL connection whose LOAD DATA LOCAL sends only :attr:`local_data`, and only when
+    asked for :attr:`local_name`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # Set before connecting: the handshake already reads results.
-        self.local_file: str | None = None
+        self.local_name: str | None = None
+        self.local_data: bytes | memoryview = b""
         super().__init__(*args, **kwargs)
 
     @property
@@ -73,12 +96,13 @@ class GuardedConnection(Connection):  # type: ignore[misc]
 
 
 @contextlib.contextmanager
-def serving(conn: Any, path: str) -> Iterator[None]:
-    """Let ``conn`` send the file at ``path`` (and nothing else) while the block runs."""
+def serving(conn: Any, name: str, data: bytes | memoryview) -> Iterator[None]:
+    """Let ``conn`` send ``data`` as the local file ``name`` (and nothing else) while the block
+    runs."""
     if not isinstance(conn, GuardedConnection):
         raise ApplyError("LOAD DATA LOCAL needs a guarded connection (spark_sink.local_infile)")
-    conn.local_file = path
+    conn.local_name, conn.local_data = name, data
     try:
         yield
     finally:
-        conn.local_file = None
+        conn.local_name, conn.local_data = None, b""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import socket
 import struct
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from config.errors import ApplyError
 from config.settings import load_settings
 from spark_sink.downstream import connect
-from spark_sink.local_infile import serving
+from spark_sink.local_infile import LOAD_PACKET_BYTES, serving
 
 # Client capabilities the fake server offers: protocol 4.1, secure auth, plugin auth, LOCAL files.
 _CAPABILITIES = 0x1 | 0x80 | 0x200 | 0x2000 | 0x8000 | 0x80000
@@ -51,6 +50,7 @@ class FakeServer:
         self.trigger = trigger
         self.requested = requested
         self.received = bytearray()
+        self.packets = 0
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -91,16 +91,15 @@ class FakeServer:
                         if not data:
                             break
                         self.received += data
+                        self.packets += 1
                     conn.sendall(_packet(sequence + 1, _OK))
             except ConnectionError:
                 return
 
 
-@pytest.fixture
-def staging_file(tmp_path: Path) -> Iterator[str]:
-    path = tmp_path / "rows.csv"
-    path.write_text('1,"the sink\'s own rows"\n')
-    yield str(path)
+ROWS = b'1,"the sink\'s own rows"\n'
+# The name the sink's LOAD DATA LOCAL asks for; the rows come from memory.
+STAGING_NAME = "ticdc-sink-rows.csv"
 
 
 def _connect(server: FakeServer):  # type: ignore[no-untyped-def]
@@ -112,17 +111,15 @@ def _connect(server: FakeServer):  # type: ignore[no-untyped-def]
     return connect(settings, local_infile=True, autocommit=True)
 
 
-def test_a_server_asking_for_another_file_during_the_sinks_load_gets_nothing(
-    staging_file: str,
-) -> None:
+def test_a_server_asking_for_another_file_during_the_sinks_load_gets_nothing() -> None:
     server = FakeServer(b"LOAD DATA", SECRET_FILE)
     conn = _connect(server)
     with (
         conn.cursor() as cursor,
         pytest.raises(ApplyError, match="/etc/passwd"),
-        serving(conn, staging_file),
+        serving(conn, STAGING_NAME, ROWS),
     ):
-        cursor.execute(f"LOAD DATA LOCAL INFILE '{staging_file}' INTO TABLE t")
+        cursor.execute(f"LOAD DATA LOCAL INFILE '{STAGING_NAME}' INTO TABLE t")
     # The connection stays in step: the next statement runs.
     with conn.cursor() as cursor:
         cursor.execute("SELECT 1")
@@ -144,11 +141,24 @@ def test_a_server_asking_for_a_file_in_reply_to_any_other_statement_gets_nothing
     assert bytes(server.received) == b""
 
 
-def test_the_file_the_sink_wrote_for_the_statement_is_sent(staging_file: str) -> None:
-    server = FakeServer(b"LOAD DATA", staging_file)
+def test_the_rows_the_sink_wrote_for_the_statement_are_sent() -> None:
+    server = FakeServer(b"LOAD DATA", STAGING_NAME)
     conn = _connect(server)
-    with conn.cursor() as cursor, serving(conn, staging_file):
-        cursor.execute(f"LOAD DATA LOCAL INFILE '{staging_file}' INTO TABLE t")
+    with conn.cursor() as cursor, serving(conn, STAGING_NAME, ROWS):
+        cursor.execute(f"LOAD DATA LOCAL INFILE '{STAGING_NAME}' INTO TABLE t")
     conn.close()
     server.thread.join(timeout=5)
-    assert bytes(server.received) == Path(staging_file).read_bytes()
+    assert bytes(server.received) == ROWS
+
+
+def test_many_rows_go_in_big_packets_and_arrive_whole() -> None:
+    rows = b"".join(b'%d,"row %d"\n' % (i, i) for i in range(300_000))
+    assert len(rows) > 3 * LOAD_PACKET_BYTES
+    server = FakeServer(b"LOAD DATA", STAGING_NAME)
+    conn = _connect(server)
+    with conn.cursor() as cursor, serving(conn, STAGING_NAME, memoryview(rows)):
+        cursor.execute(f"LOAD DATA LOCAL INFILE '{STAGING_NAME}' INTO TABLE t")
+    conn.close()
+    server.thread.join(timeout=5)
+    assert bytes(server.received) == rows
+    assert server.packets == -(-len(rows) // LOAD_PACKET_BYTES)
