@@ -5,11 +5,16 @@ racing it against four waits, which means four tasks per message: on this worklo
 took half of the worker's time before any staging. This consumer runs the same delivery (read
 offsets, gaps, commit-every) under one such guard per fetched chunk instead, so a suspension
 still cancels delivery at the message it reached and nothing after it is handed on.
+
+When every partition's stream buffer is full, Faust's consumer fetches nothing and sleeps a
+whole second, however soon the agent makes room: a worker staging a backlog stalled ~0.7 s in
+every ~1.2 s. This consumer wakes as soon as a buffer drops below its mark.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -22,7 +27,26 @@ FETCH_TIMEOUT_S = 1.0
 
 
 class ChunkConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, delivering each fetched chunk under one flow guard."""
+    """Faust's aiokafka consumer, delivering each fetched chunk under one flow guard, and
+    fetching again as soon as a full stream buffer has room."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        # Set when a partition's stream buffer drops below its mark (fetchable again).
+        self._room = asyncio.Event()
+
+    def on_buffer_drop(self, tp: Any) -> None:
+        super().on_buffer_drop(tp)
+        self._room.set()
+
+    async def _wait_next_records(self, timeout: float) -> tuple[Any, Any]:
+        if not self.flow_active or self.app.client_only or self._get_active_partitions():
+            return await super()._wait_next_records(timeout)
+        # Every partition's buffer is full: Faust would sleep a second here.
+        self._room.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._room.wait(), timeout)
+        return {}, self._get_active_partitions()
 
     async def _drain_messages(self, fetcher: Any) -> None:
         consumer_stopped = self._stopped.is_set
