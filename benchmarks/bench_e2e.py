@@ -8,7 +8,9 @@ Two phases on a fresh topic each, plus the raw baseline, in one run:
    sink has caught up with the start-up backlog, the replication lag (now - the applied resolved
    ts) is sampled every 0.2 s for D seconds: p50, p99.
 Baseline: raw PyMySQL multi-row upserts of the same final rows into the same server. Also the peak
-RSS of each process. ``--downstream`` writes into another server than the settings' (MariaDB).
+RSS of each process, and each process's CPU per row change in the throughput phase (the worker,
+the sink, Redis, and the downstream when it runs on this machine). ``--downstream`` writes into
+another server than the settings' (MariaDB).
 
     python -m benchmarks.bench_e2e [--transactions N] [--seconds D] [--repeat R]
         [--downstream mysql://USER@HOST:PORT/]
@@ -29,6 +31,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cpu import SERVER_NAMES, cpu_seconds, redis_cpu, server_pid
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
@@ -91,9 +94,20 @@ def fresh(settings: Settings) -> Settings:
     return settings.updated({"group": name, "topics": (name,)})
 
 
-def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[str, float]]:
+def process_cpu(processes: dict[str, int | None], client: Any) -> dict[str, float]:
+    """CPU seconds so far of each named process (None: not on this machine) and of Redis."""
+    spent = {name: cpu_seconds(pid) if pid else float("nan") for name, pid in processes.items()}
+    return spent | {"redis": redis_cpu(client)}
+
+
+def throughput(
+    settings: Settings, transactions: int
+) -> tuple[float, int, dict[str, float], dict[str, float]]:
+    """Row changes/s, row changes, peak RSS MiB per process, and CPU us per row change per
+    process (worker, sink, Redis, the downstream when it runs here)."""
     run = fresh(settings)
-    staging = Staging(redis_client(run), run.group)
+    client = redis_client(run)
+    staging = Staging(client, run.group)
     # The sink first: it leads once Spark has started, then waits for work.
     sink = spawn(run, "apply")
     while not staging.sink_leads():
@@ -107,6 +121,7 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
     changes = sum(len(t.rows) for t in history)
     processes = [spawn(run, "worker"), sink]
     peaks = {"worker": 0.0, "sink": 0.0}
+    pids = {"worker": processes[0].pid, "sink": sink.pid, "downstream": downstream_pid(run)}
     watch = CheckpointWatch(run)
     try:
         # The clock starts when the worker stages its first message (its group join excluded)
@@ -114,14 +129,26 @@ def throughput(settings: Settings, transactions: int) -> tuple[float, int, dict[
         while not staging.staged_offsets(staging.partitions()):
             time.sleep(0.01)
         started = time.monotonic()
+        cpu_before = process_cpu(pids, client)
         while watch.applied_resolved_ts() < final:
             peaks = {k: max(peaks[k], rss_mb(p.pid)) for k, p in zip(peaks, processes, strict=True)}
             time.sleep(0.05)
         elapsed = time.monotonic() - started
+        cpu_after = process_cpu(pids, client)
     finally:
         watch.close()
         stop(processes)
-    return changes / elapsed, changes, peaks
+    per_row = {k: (cpu_after[k] - cpu_before[k]) / changes * 1e6 for k in cpu_before}
+    return changes / elapsed, changes, peaks, per_row
+
+
+def downstream_pid(settings: Settings) -> int | None:
+    """The local downstream server's pid (MariaDB, MySQL or TiDB), when it runs on this machine."""
+    if settings.downstream.url.host not in {"127.0.0.1", "localhost"}:
+        return None
+    version = server_version(settings).lower()
+    names = [name for name in SERVER_NAMES if ("tidb" in name) == ("tidb" in version)]
+    return next((pid for name in names if (pid := server_pid(name)) is not None), None)
 
 
 def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
@@ -234,7 +261,7 @@ def main() -> None:
         for _ in range(args.repeat):
             runs.append(throughput(settings, args.transactions))
             raws.append(raw_rate(settings, 20_000))
-        rate, changes, peaks = max(runs, key=lambda run: run[0])
+        rate, changes, peaks, per_row = max(runs, key=lambda run: run[0])
         baseline = max(raws)
         samples = sorted(lag(settings, rate / 2, args.seconds))
     finally:
@@ -252,6 +279,10 @@ def main() -> None:
     print(f"{'lag p50 at half that load, s':46} {p50:12.2f}")
     print(f"{'lag p99 at half that load, s (target < 5)':46} {p99:12.2f}")
     print(f"{'peak RSS worker / sink, MiB':46} {peaks['worker']:5.0f} / {peaks['sink']:5.0f}")
+    # What a 2-core machine's end-to-end rate is bounded by: docs/scaling.md, The model.
+    print("CPU us per row change in the best run: " + ", ".join(
+        f"{name} {spent:.1f}" for name, spent in per_row.items()
+    ) + f"; all {sum(v for v in per_row.values() if v == v):.1f}")  # fmt: skip
     print(f"{changes} row changes in the throughput phase, best of {args.repeat} runs")
 
 

@@ -31,10 +31,10 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_e2e import spawn, stop
+from benchmarks.cpu import cpu_seconds, redis_cpu
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
@@ -96,21 +96,6 @@ def warm_up_marks(before: int) -> list[tuple[int, KafkaMessage]]:
     """A watermark just before the workload on every partition: staged once a worker owns it."""
     codec = codec_for("open")
     return [(p, m) for p in range(PARTITIONS) for m in codec.encode([Resolved(before)])]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of ``pid`` and its finished children so far."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except FileNotFoundError:
-        return 0.0
-    return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
-def redis_cpu(client: Any) -> float:
-    """Redis's own CPU seconds so far (``INFO cpu``)."""
-    info = client.info("cpu")
-    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 @dataclass
