@@ -47,7 +47,7 @@ class _GuardedResult(MySQLResult):  # type: ignore[misc]
         )
         raise ApplyError(
             f"the downstream asked for local file {requested!r}, which this statement does not "
-            "load: refused (only the sink's own staging file is ever sent)"
+            "load: refused (only the rows the sink wrote for its own load are ever sent)"
         )
 
     def _send(self, conn: GuardedConnection, data: bytes | memoryview) -> None:
