@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import statistics
@@ -282,7 +283,7 @@ def main() -> None:
     # What a 2-core machine's end-to-end rate is bounded by: docs/scaling.md, The model.
     print("CPU us per row change in the best run: " + ", ".join(
         f"{name} {spent:.1f}" for name, spent in per_row.items()
-    ) + f"; all {sum(v for v in per_row.values() if v == v):.1f}")  # fmt: skip
+    ) + f"; all {sum(v for v in per_row.values() if not math.isnan(v)):.1f}")  # fmt: skip
     print(f"{changes} row changes in the throughput phase, best of {args.repeat} runs")
 
 

@@ -14,8 +14,10 @@ release (merging the partitions by commit ts, DDL barriers; read and unpack excl
 batches of TICDC_SINK_BATCH_ROWS, one action per key),
 load (the staging tables: LOAD DATA or Spark's JDBC writer, as the settings choose; each batch
 is applied once untimed first, as a running sink's JVM is warm) and merge (deletes, upserts and
-the checkpoint in one transaction, staging tables emptied). Each with us per row and its share
-of the sum. TICDC_SINK_SPARK_MIN_ROWS=1000000 in the environment profiles the LOAD DATA path.
+the checkpoint in one transaction, staging tables emptied; a table that loads in place loads
+here, so TICDC_SINK_LOAD_IN_PLACE=false splits load and merge as a staging table does). Each
+with us per row and its share of the sum. TICDC_SINK_SPARK_MIN_ROWS=1000000 in the environment
+keeps Spark out of the staging tables' loads.
 
     python -m benchmarks.bench_scale [--rows N] [--workers 1,2,4] [--staging-only]
 """

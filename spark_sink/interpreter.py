@@ -8,15 +8,12 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from streams.collector import raised_thresholds
+
 # The GIL switch interval (Python's default is 5 ms): the apply thread mostly waits on the
 # downstream, and each reply it wakes to would otherwise wait up to 5 ms for the reader (a batch
 # makes a dozen round trips; a 5,000-row batch applies in ~0.1 s).
 SWITCH_INTERVAL_S = 0.001
-# Garbage-collector thresholds (Python's default is 700, 10, 10): at the default, the collections
-# a batch's allocations set off keep walking the batch's surviving objects, which tripled the CPU
-# time of unpacking staged rows (5 us a row against 1.7 without collections, 2.3 with these).
-# The rows hold no reference cycles; reference counting frees them once applied either way.
-GC_THRESHOLDS = (100_000, 50, 1_000)
 
 
 @contextmanager
@@ -26,8 +23,7 @@ def reading_ahead() -> Iterator[None]:
     switch = sys.getswitchinterval()
     thresholds = gc.get_threshold()
     sys.setswitchinterval(min(switch, SWITCH_INTERVAL_S))
-    raised = (max(now, tuned) for now, tuned in zip(thresholds, GC_THRESHOLDS, strict=True))
-    gc.set_threshold(*raised)
+    gc.set_threshold(*raised_thresholds(thresholds))
     try:
         yield
     finally:

@@ -26,7 +26,6 @@ from spark_sink.downstream import Column, TableFacts
 from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
 from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
-from streams.model import Value
 from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -125,48 +124,41 @@ class LoadDataLoader:
     dialect: Dialect
 
     def load(self, cursor: Any, item: StagedTable) -> None:
-        load_csv(cursor, self.dialect, item, item.images, item.flags())
+        load_csv(cursor, self.dialect, item, into_target=False)
 
 
 def load_in_place(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
     """LOAD DATA LOCAL of ``item``'s upserts straight into its target (in the batch's
     transaction): REPLACE for a keyed table, an append for a key-less one; returns the rows."""
-    return load_csv(cursor, dialect, item, item.upserts(), None)
+    return load_csv(cursor, dialect, item.only_upserts(), into_target=True)
 
 
-def load_csv(
-    cursor: Any,
-    dialect: Dialect,
-    item: StagedTable,
-    images: list[dict[str, Value]],
-    flags: list[int] | None,
-) -> int:
-    """Write ``images`` (of ``item``'s table) as CSV and LOAD DATA LOCAL them: into its staging
-    table with their delete ``flags``, or (``flags`` None) into its target, which has no flag
-    column, replacing rows by key when the table is keyed."""
+def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool) -> int:
+    """Write ``item``'s images as CSV and LOAD DATA LOCAL them: into its staging table with
+    their delete flags, or (``into_target``) into its target, which has no flag column,
+    replacing rows by key when the table is keyed; returns the rows loaded."""
     import pyarrow as pa
     import pyarrow.csv as csv
 
-    replace = flags is None
-    table = item.target if replace else item.stage
+    table = item.target if into_target else item.stage
     arrays, targets, assignments = [], [], []
     for index, column in enumerate(item.columns):
-        values = [image.get(column.name) for image in images]
+        values = item.values(column)
         array = arrow_column(column, values)
         if pa.types.is_binary(array.type):
             cells = (cell(v, column) for v in values)
             array = pa.array([None if c is None else c.hex() for c in cells], pa.string())
             targets.append(f"@h{index}")
             assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
-        elif replace and column.by_number:
+        elif into_target and column.by_number:
             # Straight into the target: the CSV's text would be the BIT's bytes, the ENUM's name.
             targets.append(f"@n{index}")
             assignments.append(f"{quote(column.name)} = CAST(@n{index} AS UNSIGNED)")
         else:
             targets.append(quote(column.name))
         arrays.append(array)
-    if flags is not None:
-        arrays.append(pa.array(flags, pa.int32()))
+    if not into_target:
+        arrays.append(pa.array(item.flags(), pa.int32()))
         targets.append(quote(DELETE_FLAG))
     frame = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
     options = csv.WriteOptions(
@@ -178,7 +170,9 @@ def load_csv(
     with serving(cursor.connection, LOCAL_NAME, memoryview(rows.getvalue())):
         # No bound parameters: a '%' in an identifier stays as it is.
         affected = cursor.execute(
-            dialect.load_data_local(LOCAL_NAME, table, targets, assignments, replace and item.keyed)
+            dialect.load_data_local(
+                LOCAL_NAME, table, targets, assignments, into_target and item.keyed
+            )
         )
     loaded, skipped = _loaded(cursor.connection.info, affected)
     # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
@@ -187,10 +181,10 @@ def load_csv(
     if cursor.warning_count:
         cursor.execute("SHOW WARNINGS")
         problems = [w for w in cursor.fetchall() if w[0] != "Note"]
-    if problems or skipped or loaded != len(images):
+    if problems or skipped or loaded != len(item.images):
         shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
         raise ApplyError(
-            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(images)} "
+            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
             f"rows): {shown or 'rows missing'}"
         )
     return loaded

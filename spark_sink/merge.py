@@ -1,6 +1,6 @@
 """Merging one loaded staging table into its target, inside the batch's transaction: deletes
 (by key, or by staged image for a table without one), then one upsert of every staged row (or,
-for a table whose rows replace in place, the load of its upserts straight into it).
+for a table whose upserts load in place, the load of them straight into it).
 
 The dialect writes every statement; this module decides which run and in what order. Re-running
 a batch is harmless: the upsert sets final states, and key-less deletes count copies.

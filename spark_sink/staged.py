@@ -38,9 +38,10 @@ class StagedTable:
     def flags(self) -> list[int]:
         return [*range(1, self.deletes + 1), *[0] * (len(self.images) - self.deletes)]
 
-    def upserts(self) -> list[dict[str, Value]]:
-        """The images to upsert (a key-less table's once per copy), without the deletes."""
-        return self.images[self.deletes :]
+    def only_upserts(self) -> StagedTable:
+        """This table with its images to upsert only (a key-less table's once per copy): what
+        loads straight into the target when its upserts load in place."""
+        return replace(self, images=self.images[self.deletes :], deletes=0)
 
     def only_deletes(self) -> StagedTable:
         """This table with its staged delete images only: what its staging table holds when

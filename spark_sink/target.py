@@ -4,10 +4,10 @@ atomically with the checkpoint, a DDL run once and recorded.
 A batch: each table's rows go into a staging table in the meta database (typed like the target,
 every column NULL-able, plus a delete flag), loaded the way :func:`~spark_sink.loaders.load_path`
 picks; then ONE transaction deletes, upserts every table from its staging table and advances the
-checkpoint, so the downstream moves from one upstream TSO to the next atomically. A keyed table
-whose rows may replace in place skips its staging table: its upserts load straight into it, in
-that same transaction. The server's
-dialect, read once per connection, writes every statement and classifies every error.
+checkpoint, so the downstream moves from one upstream TSO to the next atomically. A table whose
+upserts may load in place (:func:`~spark_sink.loaders.in_place`) skips its staging table for them:
+they load straight into it, in that same transaction. The server's dialect, read once per
+connection, writes every statement and classifies every error.
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import gc
 import logging
 import tempfile
 import time
@@ -27,6 +26,7 @@ from aiokafka.errors import KafkaError
 from config.errors import ConfigError
 from config.settings import DEFAULT_WEB_PORT, EventLoop, Protocol, Settings
 from streams.codecs import codec_for
+from streams.collector import collect_rarely
 from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
 from streams.kafka_client import faust_broker, kafka_options
 from streams.large_messages import LargeMessages
@@ -57,11 +57,6 @@ HELD_RETRY_S = 5.0
 METRICS_INTERVAL_S = 5.0
 # How long a paused worker waits before looking at the staged totals again.
 BACKPRESSURE_POLL_S = 0.5
-# Garbage-collector thresholds (Python's default is 700, 10, 10): each fetched chunk makes Faust
-# events and records by the thousand, and at the default the collections they set off walk the
-# live ones again and again; raised, the worker took 4.8-5.4 us of CPU a row in bench_e2e against
-# 6.1-8.5. Reference counting still frees every acknowledged event at once.
-GC_THRESHOLDS = (100_000, 50, 1_000)
 
 
 async def _record_partition_counts(settings: Settings, staging: Staging) -> None:
@@ -316,15 +311,10 @@ def run_worker(settings: Settings) -> int:
     worker = Worker(app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
     worker.spinner = None
+    # Each fetched chunk makes Faust events and records by the thousand (streams/collector.py).
     collect_rarely()
     worker.execute_from_commandline()
     return 0
-
-
-def collect_rarely() -> None:
-    """Raise the garbage collector's thresholds to :data:`GC_THRESHOLDS` (never lower them)."""
-    now = gc.get_threshold()
-    gc.set_threshold(*(max(old, raised) for old, raised in zip(now, GC_THRESHOLDS, strict=True)))
 
 
 def _check_topics(settings: Settings) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -17,7 +16,7 @@ import redis
 from streams.codecs import codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.staging import Staging, TopicPartition
-from streams.worker.app import GC_THRESHOLDS, STAGE_BATCH, collect_rarely
+from streams.worker.app import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
 from tests.workload import make_rows
 from ticdc_sink.produce import send
@@ -331,17 +330,3 @@ def _assert_staged_once(staging: Staging, rows: list[RowChange]) -> None:
     released = [e for e in staging.release(0, rows[-1].commit_ts) if isinstance(e, RowChange)]
     assert released == rows
     assert staging.staged_totals()[0] == len(rows)
-
-
-def test_the_worker_collects_garbage_rarely_and_never_more_often_than_asked() -> None:
-    saved = gc.get_threshold()
-    try:
-        gc.set_threshold(700, 10, 10)
-        collect_rarely()
-        assert gc.get_threshold() == GC_THRESHOLDS
-        # A process already collecting more rarely keeps its own setting.
-        gc.set_threshold(GC_THRESHOLDS[0] * 2, 10, 10_000)
-        collect_rarely()
-        assert gc.get_threshold() == (GC_THRESHOLDS[0] * 2, GC_THRESHOLDS[1], 10_000)
-    finally:
-        gc.set_threshold(*saved)
