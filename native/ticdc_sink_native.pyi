@@ -27,6 +27,14 @@ def stage_frames(
     """Each (offset, message)'s staging-script arguments (their count and RESP encoding) and
     its rows as ZADD score/member pairs."""
 
+def csv_rows(
+    images: list[dict[str, Any]],
+    names: list[str],
+    binary: list[bool],
+    flags: list[int] | None = None,
+) -> tuple[bytes, list[bool]]:
+    """``spark_sink.csv_rows.python_csv_rows``: the images' CSV and which columns went as hex."""
+
 class Model:
     """The event model the classes build: ``RowChange``, ``Resolved`` and the row ops."""
 

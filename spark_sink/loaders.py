@@ -1,12 +1,12 @@
 """The ways a table's rows are loaded, behind one protocol, and the policy that picks one.
 
-LOAD DATA LOCAL sends CSV that Arrow writes in C (in memory) over the sink's own connection; INSERT
-binds the rows over it; Spark's JDBC writer loads big tables from its executors on connections of
-their own (a Spark job costs ~0.2-0.5 s however small, so only big tables pay it back). Those
-three fill a staging table that the merge then upserts from. Where that equals an upsert
-(:func:`in_place`), LOAD DATA LOCAL loads a table's upserts straight into it, in the batch's
-transaction: REPLACE for a keyed table, a plain append of a key-less table's copies (whose
-deletes still go through the staging table).
+LOAD DATA LOCAL sends CSV written in one native pass (in memory) over the sink's own
+connection; INSERT binds the rows over it; Spark's JDBC writer loads big tables from its
+executors on connections of their own (a Spark job costs ~0.2-0.5 s however small, so only big
+tables pay it back). Those three fill a staging table that the merge then upserts from. Where
+that equals an upsert (:func:`in_place`), LOAD DATA LOCAL loads a table's upserts straight into
+it, in the batch's transaction: REPLACE for a keyed table, a plain append of a key-less table's
+copies (whose deletes still go through the staging table).
 """
 
 from __future__ import annotations
@@ -21,17 +21,16 @@ from typing import Any, Protocol
 
 from config.errors import ApplyError, TransientApplyError
 from config.settings import Downstream
+from spark_sink.csv_rows import csv_rows
 from spark_sink.dialect import Dialect, bindable
 from spark_sink.downstream import Column, TableFacts
 from spark_sink.local_infile import serving
 from spark_sink.plan import TablePlan
-from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
+from spark_sink.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
 from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
 
-# Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).
-CSV_NULL = "NULL"
 # The file name a local load asks for: the rows are served from memory under it.
 LOCAL_NAME = "ticdc-sink-rows.csv"
 # Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
@@ -137,17 +136,11 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool
     """Write ``item``'s images as CSV and LOAD DATA LOCAL them: into its staging table with
     their delete flags, or (``into_target``) into its target, which has no flag column,
     replacing rows by key when the table is keyed; returns the rows loaded."""
-    import pyarrow as pa
-    import pyarrow.csv as csv
-
     table = item.target if into_target else item.stage
-    arrays, targets, assignments = [], [], []
-    for index, column in enumerate(item.columns):
-        values = item.values(column)
-        array = arrow_column(column, values)
-        if pa.types.is_binary(array.type):
-            cells = (cell(v, column) for v in values)
-            array = pa.array([None if c is None else c.hex() for c in cells], pa.string())
+    rows, hexed = csv_rows(item.images, item.columns, None if into_target else item.flags())
+    targets, assignments = [], []
+    for index, (column, as_hex) in enumerate(zip(item.columns, hexed, strict=True)):
+        if as_hex:
             targets.append(f"@h{index}")
             assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
         elif into_target and column.by_number:
@@ -156,18 +149,10 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool
             assignments.append(f"{quote(column.name)} = CAST(@n{index} AS UNSIGNED)")
         else:
             targets.append(quote(column.name))
-        arrays.append(array)
     if not into_target:
-        arrays.append(pa.array(item.flags(), pa.int32()))
         targets.append(quote(DELETE_FLAG))
-    frame = pa.Table.from_arrays(arrays, names=[str(i) for i in range(len(arrays))])
-    options = csv.WriteOptions(
-        include_header=False, quoting_style="all_valid", null_string=CSV_NULL
-    )
-    rows = pa.BufferOutputStream()
-    csv.write_csv(frame, rows, options)
     # The rows never touch the disk: the connection sends them when the server asks for the name.
-    with serving(cursor.connection, LOCAL_NAME, memoryview(rows.getvalue())):
+    with serving(cursor.connection, LOCAL_NAME, rows):
         # No bound parameters: a '%' in an identifier stays as it is.
         affected = cursor.execute(
             dialect.load_data_local(

@@ -6,6 +6,7 @@
 //! whatever it accepts decodes to exactly the events the Python codec returns (tested for parity).
 
 mod craft;
+mod csv;
 mod go_string;
 mod json;
 mod model;
@@ -26,6 +27,7 @@ fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<unpack::RowUnpacker>()?;
     module.add_class::<model::PackedMessage>()?;
     module.add_function(wrap_pyfunction!(staging::stage_frames, module)?)?;
+    module.add_function(wrap_pyfunction!(csv::csv_rows, module)?)?;
     module.add("STAGING_LAYOUT_VERSION", staging::LAYOUT_VERSION)?;
     Ok(())
 }
