@@ -63,8 +63,9 @@ class RoundEnd:
 
 class _RoundGate:
     """Between the loop and the read-ahead thread at a round's end: the loop says the round is
-    applied (its checkpoint committed), the thread then decides whether to read on (a resolved
-    ts that moved meanwhile is read too) and says so; the loop can stop it instead."""
+    applied (its checkpoint committed); the thread decides whether to read on, at once when a
+    new resolved ts is there as the round's last step is handed over, else once the round is
+    applied (a resolved ts that moved meanwhile is read too); the loop can stop it instead."""
 
     def __init__(self) -> None:
         self._applied = threading.Event()
@@ -79,6 +80,8 @@ class _RoundGate:
         self._applied.set()
         self._decided.wait()
         self._decided.clear()
+        # Set for a thread that decided before the round was applied, and so never waited.
+        self._applied.clear()
 
     def decided(self) -> None:
         self._decided.set()
@@ -140,9 +143,10 @@ class SinkLoop:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts.
 
         The read-ahead thread trims the round once it is applied. When a new resolved ts is
-        there by then, it reads and plans the next round from this one's resolved ts (the next
-        call takes it when the checkpoint is still there) and trims while the loop applies the
-        next round's first batch; else it trims before this returns."""
+        there once the round's last batch is handed over (or else once it is applied), it
+        reads and plans the next round from this one's resolved ts (the next call takes it
+        when the checkpoint is still there) and trims while the loop applies the next round's
+        first batch; else it trims before this returns."""
         try:
             checkpoint = self.target.checkpoint()
             self._check_lineage(checkpoint.resolved_ts)
@@ -216,8 +220,9 @@ class SinkLoop:
         self, after: int, resolved: int, batch_rows: int, gate: _RoundGate
     ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
         """Planned rounds, each up to the global resolved ts when it starts, then its end; the
-        rounds go on while a new resolved ts is there once a round is applied. Each applied
-        round is trimmed here, off the loop's thread."""
+        rounds go on while a new resolved ts is there once a round's end is handed over, or
+        else once the round is applied. Each applied round is trimmed here, off the loop's
+        thread."""
         pipeline = self.settings.group
         configured = self.settings.sink.batch_rows
         # The round before, applied: trimmed here once this round's first step is handed over
@@ -231,16 +236,25 @@ class SinkLoop:
                     self.staging.trim(applied)
                     gate.untrimmed = applied = None
             yield RoundEnd(resolved)
-            if not gate.wait():
-                return
-            try:
-                upto = self.staging.global_resolved_ts()
-                if upto is None or upto <= resolved:
-                    self.staging.trim(resolved)
-                    return
+            # Read on while the loop applies this round's last batch when a new resolved ts
+            # is there already: the next round's first batch is then planned by the time the
+            # loop wants it. Trimmed once the next round's first step is handed over, which
+            # the queue takes only after the loop took this round's end (all of it applied).
+            upto = self.staging.global_resolved_ts()
+            if upto is not None and upto > resolved:
                 gate.untrimmed = applied = resolved
-            finally:
                 gate.decided()
+            else:
+                if not gate.wait():
+                    return
+                try:
+                    upto = self.staging.global_resolved_ts()
+                    if upto is None or upto <= resolved:
+                        self.staging.trim(resolved)
+                        return
+                    gate.untrimmed = applied = resolved
+                finally:
+                    gate.decided()
             after, resolved = resolved, upto
             # As the loop sizes the round after one that fitted; one that did not drops this.
             batch_rows = next_batch_rows(batch_rows, configured, False)

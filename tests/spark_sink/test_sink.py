@@ -211,6 +211,60 @@ def test_the_next_round_is_read_and_the_last_trimmed_while_the_loop_goes_on(
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
 
 
+def test_the_next_round_is_planned_while_the_last_batch_of_a_round_applies(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    """A resolved ts that is there once a round's last batch is handed over is read at once:
+    the loop finds the next round's first batch planned instead of waiting for it after the
+    commit. Nothing is trimmed before the round it belongs to is applied."""
+    from streams.model import ColumnFlag, Op, RowChange, column_type
+    from streams.staging import TopicPartition
+
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+
+    def stage(offset: int, first: int, last: int) -> None:
+        rows = [
+            RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+            for i in range(first, last + 1)
+        ]
+        staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
+
+    recording = RecordingStaging(staging)
+    seen_while_applying: list[bool] = []
+
+    class WaitingTarget(Target):
+        def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
+            if upto == TS + 3:
+                # The second round arrived before this batch was handed over.
+                waited = time.monotonic() + 10
+                while (TS + 3, TS + 6) not in recording.released and time.monotonic() < waited:
+                    time.sleep(0.01)
+                seen_while_applying.append((TS + 3, TS + 6) in recording.released)
+                seen_while_applying.append(recording.trimmed == [])
+            return super().apply_batch(plans, upto, *args)
+
+    stage(0, 1, 3)
+    stage(1, 4, 6)
+    # The first round ends at TS + 3 although TS + 6 is resolved: its resolved ts is read
+    # before the second message's watermark counts.
+    real_resolved = recording.global_resolved_ts
+    answers = iter([TS + 3])
+    recording.global_resolved_ts = lambda: next(answers, None) or real_resolved()  # type: ignore[method-assign]
+    sink = SinkLoop(pipeline, recording, WaitingTarget(pipeline))
+    assert sink.run_once() == TS + 3
+    assert seen_while_applying == [True, True]
+    assert sink.run_once() == TS + 6
+    sink.close()
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.keyed")
+        assert cursor.fetchone() == (6,)
+    assert recording.trimmed[0] == (TS + 3, "read-ahead")
+    assert staging.staged_totals()[0] == 0
+
+
 def test_a_sink_closed_after_a_round_it_read_past_leaves_that_round_trimmed(
     pipeline: Settings, staging: Staging, scratch_db: str
 ) -> None:
