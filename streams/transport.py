@@ -9,12 +9,20 @@ still cancels delivery at the message it reached and nothing after it is handed 
 When every partition's stream buffer is full, Faust's consumer fetches nothing and sleeps a
 whole second, however soon the agent makes room: a worker staging a backlog stalled ~0.7 s in
 every ~1.2 s. This consumer wakes as soon as a buffer drops below its mark.
+
+The messages of the topics a :class:`Direct` handler takes skip Faust's streams altogether: a
+chunk's messages go to the handler in lists, tracked as Faust's streams track them (a
+rebalance waits for their acknowledgement) and acknowledged by the handler once it has dealt
+with them. Each message through a stream costs a conductor call, an event, the stream's loop
+and sensors, and an acknowledgement of its own: ~3 us of the worker's CPU per row change.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -24,6 +32,18 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 YIELD_EVERY = 100
 # How long one fetch waits for records (Faust's own value).
 FETCH_TIMEOUT_S = 1.0
+# The most messages handed to a direct handler in one list.
+DIRECT_BATCH = 1_000
+
+
+@dataclass(frozen=True)
+class Direct:
+    """Who takes the messages of ``topics`` instead of Faust's streams: ``handle`` gets them in
+    order, a list at a time (waiting holds the fetching), and acknowledges each with
+    ``consumer.ack`` once it is done with it."""
+
+    topics: frozenset[str]
+    handle: Callable[[list[Any]], Awaitable[None]]
 
 
 class ChunkConsumer(faust_aiokafka.Consumer):
@@ -77,14 +97,19 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             self.diag.unset_flag(CONSUMER_FETCHING)
 
     async def _deliver(self, chunk: list[tuple[Any, Any]]) -> None:
-        """Hand a chunk's messages to the streams in order, as Faust's loop does one by one."""
+        """Hand a chunk's messages to the streams in order, as Faust's loop does one by one
+        (those of a :class:`Direct` handler's topics to it, in lists)."""
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
+        direct: Direct | None = getattr(self.transport, "direct", None)
+        taken: list[Any] = []
+        # The last offset taken per partition, its read offset moving once the handler has it.
+        pending: dict[Any, int] = {}
         for n, (tp, message) in enumerate(chunk, 1):
             if n % YIELD_EVERY == 0:
                 await asyncio.sleep(0)
             offset = message.offset
-            last = read_offset[tp]
+            last = pending[tp] if tp in pending else read_offset[tp]
             if last is not None and offset < last:
                 # Already delivered (a re-fetch after a seek): Faust drops these too.
                 continue
@@ -93,11 +118,49 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             if self._commit_every is not None and self._n_acked >= self._commit_every:
                 self._n_acked = 0
                 await self.commit()
+            if direct is not None and message.topic in direct.topics:
+                if message.generation_id != self.app.consumer_generation_id:
+                    # Fetched before a rebalance: the partition is read again from its
+                    # committed offset (Faust's streams skip these too).
+                    continue
+                taken.append(message)
+                pending[tp] = offset
+                if len(taken) >= DIRECT_BATCH:
+                    await self._hand(direct, taken)
+                    taken = []
+                continue
+            if taken:
+                await self._hand(direct, taken)  # type: ignore[arg-type]
+                taken = []
             await self.callback(message)
             read_offset[tp] = offset
+        if taken:
+            await self._hand(direct, taken)  # type: ignore[arg-type]
+
+    async def _hand(self, direct: Direct, messages: list[Any]) -> None:
+        """Hand ``messages`` to ``direct``, tracked as pending acknowledgement, and move the
+        read offsets past them once it took them."""
+        unacked = self._unacked_messages
+        for message in messages:
+            # As a stream tracks a message (without its sensors: nothing counts them out).
+            message.tracked = True
+            unacked.add(message)
+        try:
+            await direct.handle(messages)
+        except asyncio.CancelledError:
+            # Not taken (a rebalance suspended delivery): nothing to wait for; the partition
+            # is read again from its committed offset.
+            for message in messages:
+                unacked.discard(message)
+            raise
+        read_offset = self._read_offset
+        for message in messages:
+            read_offset[message.tp] = message.offset
 
 
 class ChunkTransport(faust_aiokafka.Transport):
-    """Faust's aiokafka transport with :class:`ChunkConsumer`."""
+    """Faust's aiokafka transport with :class:`ChunkConsumer`; ``direct``, when set, takes its
+    topics' messages past the streams."""
 
     Consumer = ChunkConsumer
+    direct: Direct | None = None
