@@ -8,7 +8,8 @@ ts covers it. The single worker is the baseline of the ratio. The CPU seconds th
 Redis spent per 1,000 rows say which one a bigger machine would have to feed.
 
 Part 2, the sink by stage: the rows the single worker staged are taken through the sink's stages
-in this process, each timed on its own: read from Redis (ZRANGEBYLEX pages, every partition),
+in this process, each timed on its own: read from Redis (ZRANGEBYLEX pages of members, each a
+run of a message's rows at one commit ts, every partition),
 release (merging the partitions by commit ts, DDL barriers; read and unpack excluded), unpack
 (members -> RowChange, copies dropped: one native call per run of members), plan (cut into
 batches of TICDC_SINK_BATCH_ROWS, one action per key),
@@ -50,6 +51,7 @@ from streams.codecs import KafkaMessage, codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.redis_client import redis_client
 from streams.staging import Staging
+from streams.staging.layout import member_row_count
 from streams.staging.members import Copies, member_reader, merge_by_ts
 from streams.staging.reader import UNPACK_CHUNK
 from tests.workload import make_rows
@@ -278,7 +280,8 @@ def read_ahead_stages(
         pages = [list(staging._pages(staging.keys.rows(tp), 0, resolved)) for tp in partitions]
     if client is not None:
         clock.redis["read"] = redis_cpu(client) - redis_before
-    rows = sum(len(page) for partition in pages for page in partition)
+    # A member holds a run of rows (streams/staging/layout.py): the rows are counted, not it.
+    rows = sum(member_row_count(m) for partition in pages for page in partition for m in page)
     started = time.perf_counter()
     released = list(staging.release(0, resolved))
     whole = time.perf_counter() - started
