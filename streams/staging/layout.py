@@ -7,10 +7,9 @@ worker's framing and the sink's merge pay per run rather than per row. Sorted se
 order members by bytes, so a lexicographic range is a commit-ts range and a TSO never passes
 through a float. A layout-1 member (one row: the 36-byte prefix, then the packed row) still
 reads as one row: a packed row starts with a msgpack fixarray byte, never a hex digit. A DDL
-member is ``commit_ts`` + a
-first-seen sequence (8 hex) + the msgpack'd DDL. ``native/src/staging.rs`` writes row members
-and stage arguments too: it exports the same :data:`LAYOUT_VERSION`, checked in
-``streams/staging/framing.py`` before its framing is used.
+member is ``commit_ts`` + a first-seen sequence (8 hex) + the msgpack'd DDL.
+``native/src/staging.rs`` writes row members and stage arguments too: it exports the same
+:data:`LAYOUT_VERSION`, checked in ``streams/staging/framing.py`` before its framing is used.
 """
 
 from __future__ import annotations
@@ -114,16 +113,19 @@ def row_members(offset: int, rows: Sequence[tuple[int, bytes]]) -> list[bytes]:
     ]
 
 
+def _holds_one_row(member: bytes) -> bool:
+    """Whether ``member`` is a layout-1 member (no hex row count after its prefix)."""
+    return len(member) <= ROW_PREFIX or member[ROW_PREFIX] not in _HEX_DIGITS
+
+
 def member_row_count(member: bytes) -> int:
     """How many rows a row member holds (a layout-1 member: one)."""
-    if member[ROW_PREFIX : ROW_PREFIX + 1] and member[ROW_PREFIX] in _HEX_DIGITS:
-        return int(member[ROW_PREFIX:MEMBER_HEAD], 16)
-    return 1
+    return 1 if _holds_one_row(member) else int(member[ROW_PREFIX:MEMBER_HEAD], 16)
 
 
 def member_rows(member: bytes) -> list[bytes]:
     """The packed rows of a row member of either layout, in event order."""
-    if not (member[ROW_PREFIX : ROW_PREFIX + 1] and member[ROW_PREFIX] in _HEX_DIGITS):
+    if _holds_one_row(member):
         return [member[ROW_PREFIX:]]
     rows = []
     at = MEMBER_HEAD
