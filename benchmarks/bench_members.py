@@ -7,7 +7,8 @@ layout and round, alternating: stage (MULTI { ZADD ; stage.lua } EXEC per partit
 messages a transaction, as the worker batches), read (every partition's ZRANGEBYLEX pages),
 release (read, merge by commit ts, unpack: the sink's whole read), trim (trim.lua). Layout 1 is
 the baseline: its members are made by ``layout1_member`` and go through the same writer, with
-the page sizes it had (5,000 members a read page, 20,000 a trim call). Redis's CPU is the whole
+the page sizes it had (5,000 members a read page, 20,000 a trim call). The order alternates by
+round; the medians are printed. Redis's CPU is the whole
 server's (``INFO cpu``): on a shared Redis, neighbours add theirs to both layouts alike.
 
     python -m benchmarks.bench_members [--rows N] [--transaction-rows N] [--rounds N]
@@ -127,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256_000)
     parser.add_argument("--transaction-rows", type=int, default=96)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     client = redis_client(load_settings())
     by_partition = decoded(args.rows, args.transaction_rows)
@@ -147,8 +148,10 @@ def main() -> None:
         for name, per in frames.items()
     }
     results: dict[str, list[Phases]] = {name: [] for name in layouts}
-    for _ in range(args.rounds):
-        for name, (_, release_page, trim_page) in layouts.items():
+    for round_ in range(args.rounds):
+        # Every other round the baseline goes second: neither layout always follows the other.
+        order = list(layouts.items())[:: 1 if round_ % 2 == 0 else -1]
+        for name, (_, release_page, trim_page) in order:
             phases, released = one_run(client, frames[name], release_page, trim_page)
             if released != rows:
                 raise RuntimeError(f"{name}: released {released} rows of {rows}")
