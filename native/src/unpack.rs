@@ -389,3 +389,38 @@ fn image<'py>(
     }
     Ok(Some(Some(values)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::member_rows;
+
+    const PREFIX: &[u8] = b"0000000000000001000000000000000a0003";
+
+    #[test]
+    fn a_member_gives_its_rows_in_either_layout() {
+        let mut two = PREFIX.to_vec();
+        two.extend_from_slice(b"0002");
+        two.extend_from_slice(&[0, 0, 0, 2, 0x98, 1, 0, 0, 0, 1, 0x99]);
+        assert_eq!(member_rows(&two), Some(vec![&[0x98, 1][..], &[0x99][..]]));
+        // Layout 1: the packed row right after the prefix (a fixarray byte, not a hex digit).
+        let mut one = PREFIX.to_vec();
+        one.extend_from_slice(&[0x98, 1, 2]);
+        assert_eq!(member_rows(&one), Some(vec![&[0x98, 1, 2][..]]));
+    }
+
+    #[test]
+    fn a_member_whose_lengths_do_not_add_up_is_refused() {
+        for tail in [
+            &b"0002\x00\x00\x00\x01\x98"[..],
+            &b"0001\x00\x00\x00\x02\x98"[..],
+            &b"0001\x00\x00\x00\x01\x98\x01"[..],
+            &b"0001\x00\x00"[..],
+            &b"00g1"[..],
+        ] {
+            let mut member = PREFIX.to_vec();
+            member.extend_from_slice(tail);
+            assert_eq!(member_rows(&member), None, "{tail:?}");
+        }
+        assert_eq!(member_rows(&PREFIX[..20]), None);
+    }
+}
