@@ -8,7 +8,8 @@ ts covers it. The single worker is the baseline of the ratio. The CPU seconds th
 Redis spent per 1,000 rows say which one a bigger machine would have to feed.
 
 Part 2, the sink by stage: the rows the single worker staged are taken through the sink's stages
-in this process, each timed on its own: read from Redis (ZRANGEBYLEX pages, every partition),
+in this process, each timed on its own: read from Redis (ZRANGEBYLEX pages of members, each a
+run of a message's rows at one commit ts, every partition),
 release (merging the partitions by commit ts, DDL barriers; read and unpack excluded), unpack
 (members -> RowChange, copies dropped: one native call per run of members), plan (cut into
 batches of TICDC_SINK_BATCH_ROWS, one action per key),
@@ -20,6 +21,11 @@ with us per row and its share of the sum. TICDC_SINK_SPARK_MIN_ROWS=1000000 in t
 keeps Spark out of the staging tables' loads.
 
     python -m benchmarks.bench_scale [--rows N] [--workers 1,2,4] [--staging-only]
+        [--transaction-rows N]
+
+By default every row is its own transaction: a partition's message holds 16 commit ts, and each
+row is a staged member of its own. ``--transaction-rows 96`` gives a partition's 16-row message
+2-3 commit ts, as bench_e2e's transactions do: 2-3 members a message.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from streams.codecs import KafkaMessage, codec_for
 from streams.model import DDLEvent, Resolved, RowChange
 from streams.redis_client import redis_client
 from streams.staging import Staging
+from streams.staging.layout import member_row_count
 from streams.staging.members import Copies, member_reader, merge_by_ts
 from streams.staging.reader import UNPACK_CHUNK
 from tests.workload import make_rows
@@ -72,11 +79,18 @@ PRODUCE_BATCH_BYTES = 1 << 20
 STAGES = ("read from Redis", "release", "unpack", "plan", "load", "merge")
 
 
-def workload(rows: int) -> tuple[list[RowChange], list[tuple[int, KafkaMessage]]]:
+def workload(
+    rows: int, transaction_rows: int = 1
+) -> tuple[list[RowChange], list[tuple[int, KafkaMessage]]]:
     """The rows (into this benchmark's database) and their messages: by key to 16 partitions,
-    16 rows to a message as TiCDC batches them, then a watermark on every partition."""
+    16 rows to a message as TiCDC batches them, then a watermark on every partition. Each run
+    of ``transaction_rows`` rows shares a commit ts (one transaction)."""
+    made = make_rows(rows)
     changes = [
-        RowChange(r.commit_ts, DB, "orders", r.op, r.columns, r.new, r.old) for r in make_rows(rows)
+        RowChange(
+            made[i - i % transaction_rows].commit_ts, DB, "orders", r.op, r.columns, r.new, r.old
+        )
+        for i, r in enumerate(made)
     ]
     codecs = [codec_for("open") for _ in range(PARTITIONS)]
     messages: list[tuple[int, KafkaMessage]] = []
@@ -278,7 +292,8 @@ def read_ahead_stages(
         pages = [list(staging._pages(staging.keys.rows(tp), 0, resolved)) for tp in partitions]
     if client is not None:
         clock.redis["read"] = redis_cpu(client) - redis_before
-    rows = sum(len(page) for partition in pages for page in partition)
+    # A member holds a run of rows (streams/staging/layout.py): the rows are counted, not it.
+    rows = sum(member_row_count(m) for partition in pages for page in partition for m in page)
     started = time.perf_counter()
     released = list(staging.release(0, resolved))
     whole = time.perf_counter() - started
@@ -327,13 +342,19 @@ def main() -> None:
     parser.add_argument(
         "--staging-only", action="store_true", help="part 1 only: the workers, not the sink"
     )
+    parser.add_argument(
+        "--transaction-rows",
+        type=int,
+        default=1,
+        help="rows per transaction (one commit ts); 96 puts 2-3 in a partition's 16-row message",
+    )
     add_downstream_option(parser)
     args = parser.parse_args()
     settings = settings_for(args.downstream)
     counts = [int(n) for n in args.workers.split(",")]
     prefix = f"bench-scale-{uuid.uuid4().hex[:8]}"
     topics: list[str] = []
-    changes, messages = workload(args.rows)
+    changes, messages = workload(args.rows, args.transaction_rows)
     runs: list[tuple[StagingRun, str]] = []
     profiled: tuple[StageTimes, int, StagingRun] | None = None
     try:
@@ -353,14 +374,17 @@ def main() -> None:
             staging.clear()
     finally:
         asyncio.run(delete_topics(settings, topics))
-    _print_scaling(runs, args.rows)
+    _print_scaling(runs, args.rows, args.transaction_rows)
     if profiled is not None:
         _print_profile(settings, *profiled)
 
 
-def _print_scaling(runs: list[tuple[StagingRun, str]], rows: int) -> None:
+def _print_scaling(runs: list[tuple[StagingRun, str]], rows: int, transaction_rows: int) -> None:
     base = runs[0][0].rate
-    print(f"{rows} Open Protocol row events, 16 per message, {PARTITIONS} partitions")
+    print(
+        f"{rows} Open Protocol row events, 16 per message, {PARTITIONS} partitions, "
+        f"{transaction_rows} rows per transaction"
+    )
     print(
         f"{'workers':>7} {'staged rows/s':>14} {'ratio':>6} {'worker CPU us/row':>18} "
         f"{'Redis CPU us/row':>17} {'producer rows/s':>16}  load average"

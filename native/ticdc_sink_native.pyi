@@ -23,9 +23,9 @@ class PackedMessage:
 
 def stage_frames(
     messages: list[tuple[int, PackedMessage]],
-) -> list[tuple[int, bytes, bytes]]:
-    """Each (offset, message)'s staging-script arguments (their count and RESP encoding) and
-    its rows as ZADD score/member pairs."""
+) -> list[tuple[int, bytes, bytes, int]]:
+    """Each (offset, message)'s staging-script arguments (their count and RESP encoding), its
+    row members as ZADD score/member pairs, and how many members."""
 
 def csv_rows(
     images: list[dict[str, Any]],

@@ -1,9 +1,10 @@
 //! The staging script's arguments for natively packed messages, as Redis bulk strings.
 //!
-//! A worker stages a partition's messages in one transaction: a ZADD of their rows, and a script
-//! call that records each message's Kafka offset, watermark, row count and bytes, and DDL count
-//! (none: a packed message carries none). Encoding both here, without the GIL, spares Python a
-//! bytes object per row and the Redis client its per-argument encoding.
+//! A worker stages a partition's messages in one transaction: a ZADD of their row members, and a
+//! script call that records each message's Kafka offset, watermark, row count and bytes, and DDL
+//! count (none: a packed message carries none). A member holds a run of consecutive rows of one
+//! message at one commit ts (`member_runs`). Encoding both here, without the GIL, spares Python
+//! a bytes object per member and the Redis client its per-argument encoding.
 //! `frame_message` in `streams/staging/framing.py` is the reference these bytes equal; the layout
 //! is defined in `streams/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
 
@@ -16,20 +17,26 @@ use crate::model::{Packed, PackedMessage};
 
 /// The member and argument layout written here (`LAYOUT_VERSION` in streams/staging/layout.py):
 /// Python declines this module's framing unless the two are equal. Bump both on any change.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
-// A row member's commit ts, offset and index (`row_member` in streams/staging/layout.py) before
-// the row.
-const MEMBER_HEADER: usize = 16 + 16 + 4;
+// A row member's commit ts, offset, first row's index and row count (`row_member` in
+// streams/staging/layout.py) before its rows.
+const MEMBER_HEADER: usize = 16 + 16 + 4 + 4;
+// Each row's length before its bytes (4 bytes, big-endian).
+const LENGTH_BYTES: usize = 4;
+// Rows a member holds at most (`MEMBER_ROWS` in streams/staging/layout.py).
+pub const MEMBER_ROWS: usize = 64;
+// A member's rows' bytes, lengths included, past which it takes no further row (`MEMBER_BYTES`).
+pub const MEMBER_BYTES: usize = 8 << 10;
 
-/// Each (offset, message) framed: how many script arguments it adds, their encoding, and its
-/// rows as ZADD's score/member pairs.
+/// Each (offset, message) framed: how many script arguments it adds, their encoding, its row
+/// members as ZADD's score/member pairs, and how many members.
 #[pyfunction]
 #[allow(clippy::type_complexity)]
 pub fn stage_frames<'py>(
     py: Python<'py>,
     messages: Vec<(u64, Bound<'py, PackedMessage>)>,
-) -> Vec<(usize, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+) -> Vec<(usize, Bound<'py, PyBytes>, Bound<'py, PyBytes>, usize)> {
     let taken: Vec<(u64, &Packed)> = messages
         .iter()
         .map(|(offset, message)| (*offset, message.get().packed()))
@@ -44,47 +51,88 @@ pub fn stage_frames<'py>(
         .into_iter()
         .map(|frame| {
             let data = PyBytes::new(py, &frame.data);
-            (frame.args, data, PyBytes::new(py, &frame.members))
+            let members = PyBytes::new(py, &frame.members);
+            (frame.args, data, members, frame.member_count)
         })
         .collect()
 }
 
-/// One message's script arguments (their count and encoding) and ZADD pairs.
+/// One message's script arguments (their count and encoding), ZADD pairs and member count.
 struct Frame {
     args: usize,
     data: Vec<u8>,
     members: Vec<u8>,
+    member_count: usize,
+}
+
+/// Where `rows` (a message's, in event order) split into members, as `member_runs` in
+/// streams/staging/layout.py: runs of consecutive rows at one commit ts, of at most
+/// `MEMBER_ROWS` rows and, past the first row, `MEMBER_BYTES` bytes.
+fn member_runs(rows: &[(u64, &[u8])]) -> Vec<(usize, usize)> {
+    let mut runs = Vec::new();
+    let mut first = 0;
+    while first < rows.len() {
+        let ts = rows[first].0;
+        let mut size = LENGTH_BYTES + rows[first].1.len();
+        let mut stop = first + 1;
+        while stop < rows.len() && stop - first < MEMBER_ROWS && rows[stop].0 == ts {
+            size += LENGTH_BYTES + rows[stop].1.len();
+            if size > MEMBER_BYTES {
+                break;
+            }
+            stop += 1;
+        }
+        runs.push((first, stop));
+        first = stop;
+    }
+    runs
 }
 
 fn frame(offset: u64, packed: &Packed) -> Frame {
-    let rows = packed.rows();
-    let count = rows.len();
-    let row_bytes: usize = rows.map(|(_, row)| MEMBER_HEADER + row.len()).sum();
+    let rows: Vec<(u64, &[u8])> = packed.rows().collect();
+    let runs = member_runs(&rows);
+    let member_len = |first: usize, stop: usize| {
+        MEMBER_HEADER
+            + rows[first..stop]
+                .iter()
+                .map(|(_, row)| LENGTH_BYTES + row.len())
+                .sum::<usize>()
+    };
+    let member_bytes: usize = runs
+        .iter()
+        .map(|&(first, stop)| member_len(first, stop))
+        .sum();
     let mut data = Vec::with_capacity(96);
     bulk(&mut data, format!("{offset}").as_bytes());
     match packed.resolved_ts().iter().max() {
         Some(mark) => bulk(&mut data, format!("{mark:016x}").as_bytes()),
         None => bulk(&mut data, b""),
     }
-    bulk(&mut data, format!("{count}").as_bytes());
-    bulk(&mut data, format!("{row_bytes}").as_bytes());
+    bulk(&mut data, format!("{}", rows.len()).as_bytes());
+    bulk(&mut data, format!("{member_bytes}").as_bytes());
     bulk(&mut data, b"0");
-    let mut members = Vec::with_capacity(row_bytes + count * 24);
-    for (index, (ts, row)) in packed.rows().enumerate() {
-        // The score, 0, then the member (no formatting machinery: this runs once per row).
+    let mut members = Vec::with_capacity(member_bytes + runs.len() * 24);
+    for &(first, stop) in &runs {
+        // The score, 0, then the member (no formatting machinery: this runs once per member).
         members.extend_from_slice(b"$1\r\n0\r\n$");
-        decimal(&mut members, MEMBER_HEADER + row.len());
+        decimal(&mut members, member_len(first, stop));
         members.extend_from_slice(b"\r\n");
-        hex(&mut members, ts, 16);
+        hex(&mut members, rows[first].0, 16);
         hex(&mut members, offset, 16);
-        hex(&mut members, index as u64, 4);
-        members.extend_from_slice(row);
+        hex(&mut members, first as u64, 4);
+        hex(&mut members, (stop - first) as u64, 4);
+        for (_, row) in &rows[first..stop] {
+            // A row is far below 4 GiB (Kafka's message size bounds it).
+            members.extend_from_slice(&(row.len() as u32).to_be_bytes());
+            members.extend_from_slice(row);
+        }
         members.extend_from_slice(b"\r\n");
     }
     Frame {
         args: 5,
         data,
         members,
+        member_count: runs.len(),
     }
 }
 
@@ -122,7 +170,23 @@ fn bulk(out: &mut Vec<u8>, data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{decimal, hex};
+    use super::{decimal, hex, member_runs, MEMBER_BYTES, MEMBER_ROWS};
+
+    #[test]
+    fn members_are_runs_of_one_commit_ts_within_their_caps() {
+        let small = [0u8; 10];
+        let big = vec![0u8; MEMBER_BYTES];
+        let rows: Vec<(u64, &[u8])> = vec![(1, &small), (1, &small), (2, &small), (1, &small)];
+        assert_eq!(member_runs(&rows), vec![(0, 2), (2, 3), (3, 4)]);
+        let many: Vec<(u64, &[u8])> = vec![(7, &small); MEMBER_ROWS + 1];
+        assert_eq!(
+            member_runs(&many),
+            vec![(0, MEMBER_ROWS), (MEMBER_ROWS, MEMBER_ROWS + 1)]
+        );
+        let heavy: Vec<(u64, &[u8])> = vec![(7, &big), (7, &small), (7, &small)];
+        assert_eq!(member_runs(&heavy), vec![(0, 1), (1, 3)]);
+        assert_eq!(member_runs(&[]), Vec::<(usize, usize)>::new());
+    }
 
     #[test]
     fn numbers_are_written_as_python_formats_them() {

@@ -4,8 +4,9 @@
 //! schema, table and columns byte for byte, so those are turned into Python objects once and
 //! each row only reads its values.
 //!
-//! `unpack_members` reads staged members (`streams/staging/layout.py`) a run at a time, as
-//! `streams/staging/members.py::MemberReader.rows` does, copies collapsing alike. The rows it
+//! `unpack_members` reads staged members (`streams/staging/layout.py`, each a run of rows) a
+//! slice at a time, as `streams/staging/members.py::MemberReader.rows` does, copies collapsing
+//! alike; a member it cannot read whole it hands back to Python whole. The rows it
 //! makes of one layout share its `{name: ColumnType}` dict (the sink reads it, never changes
 //! it), so the sink's planning decides per layout rather than per row; `unpack` gives each
 //! row its own.
@@ -22,9 +23,13 @@ use crate::msgpack::Reader;
 
 // Layouts kept before the cache starts over (one per table version; bounded for any input).
 const MAX_LAYOUTS: usize = 4_096;
-// A staged member: commit ts (16 hex), Kafka offset (16 hex), event index (4 hex), packed row.
+// A staged member (streams/staging/layout.py): commit ts (16 hex), Kafka offset (16 hex), first
+// event index (4 hex); then in layout 2 a row count (4 hex) and each row as a 4-byte big-endian
+// length and the packed row, in layout 1 one packed row (a msgpack fixarray byte, not hex).
 const TS_DIGITS: usize = 16;
 const ROW_PREFIX: usize = 36;
+const MEMBER_HEAD: usize = ROW_PREFIX + 4;
+const LENGTH_BYTES: usize = 4;
 // TiCDC's HANDLE_KEY | PRIMARY_KEY column flags (`streams.model.ColumnFlag`): a keyed table.
 const KEY_FLAGS: u64 = 0x02 | 0x08;
 
@@ -79,7 +84,8 @@ impl RowUnpacker {
 
     /// The rows of `members[start:stop]` as `MemberReader.rows` reads them, collapsing copies
     /// as `copies` (its `ts`, `commit_ts` and `seen`) remembers and updating it; stops at the
-    /// first member the Python reader must decide and returns where it stopped.
+    /// first member of which the Python reader must decide a row (none of that member's rows
+    /// read here) and returns where it stopped.
     fn unpack_members<'py>(
         &self,
         py: Python<'py>,
@@ -98,9 +104,13 @@ impl RowUnpacker {
         let items = (start.min(stop)..stop)
             .map(|index| members.get_item(index))
             .collect::<PyResult<Vec<_>>>()?;
-        // Keyed bodies at the current commit ts that a later member may copy: only those
-        // followed by a member of the same ts, or last (handed to `seen` for what follows).
+        // Keyed bodies at the current commit ts that a later row may copy: only those followed
+        // by a row of the same ts, or last (handed to `seen` for what follows).
         let mut group: HashSet<&[u8]> = HashSet::new();
+        // The member being read: its rows and the bodies it added to `group`, kept apart until
+        // it is read whole (a member Python must decide goes back with none of its rows read).
+        let mut pending = Vec::new();
+        let mut added: Vec<&[u8]> = Vec::new();
         let rows = PyList::empty(py);
         let mut last = None;
         let mut read = 0;
@@ -108,11 +118,11 @@ impl RowUnpacker {
             let Some(member) = exact_bytes(&items[read]) else {
                 break;
             };
-            let (Some(ts), Some(body)) = (member.get(..TS_DIGITS), member.get(ROW_PREFIX..)) else {
+            let (Some(ts), Some(bodies)) = (member.get(..TS_DIGITS), member_rows(member)) else {
                 break;
             };
             if ts != current.as_slice() {
-                let Some(value) = hex_ts(ts) else {
+                let Some(value) = hex_value(ts) else {
                     break;
                 };
                 current = ts.to_vec();
@@ -123,28 +133,44 @@ impl RowUnpacker {
                 }
                 group.clear();
             }
-            let Some((reader, head)) = self.head(py, body, &mut last)? else {
-                break;
-            };
-            let keyed = head.layout.keyed;
-            if keyed
-                && (group.contains(body)
-                    || (seen_holds && seen.contains(PyBytes::new(py, body))?))
-            {
-                read += 1;
-                continue;
-            }
-            let Some(row) = self.read(py, commit_ts, reader, head, true)? else {
-                break;
-            };
             let next_ts = items
                 .get(read + 1)
                 .and_then(|next| exact_bytes(next))
                 .map(|next| next.get(..TS_DIGITS));
-            if keyed && next_ts.is_none_or(|next| next == Some(ts)) {
-                group.insert(body);
+            // Whether a row after this member's last one shares its ts (or the slice ends here).
+            let followed = next_ts.is_none_or(|next| next == Some(ts));
+            let mut whole = true;
+            for (index, &body) in bodies.iter().enumerate() {
+                let Some((reader, head)) = self.head(py, body, &mut last)? else {
+                    whole = false;
+                    break;
+                };
+                let keyed = head.layout.keyed;
+                if keyed
+                    && (group.contains(body)
+                        || (seen_holds && seen.contains(PyBytes::new(py, body))?))
+                {
+                    continue;
+                }
+                let Some(row) = self.read(py, commit_ts, reader, head, true)? else {
+                    whole = false;
+                    break;
+                };
+                if keyed && (index + 1 < bodies.len() || followed) && group.insert(body) {
+                    added.push(body);
+                }
+                pending.push(row);
             }
-            rows.append(row)?;
+            if !whole {
+                for body in added.drain(..) {
+                    group.remove(body);
+                }
+                break;
+            }
+            added.clear();
+            for row in pending.drain(..) {
+                rows.append(row)?;
+            }
             read += 1;
         }
         for body in group {
@@ -156,6 +182,26 @@ impl RowUnpacker {
     }
 }
 
+/// The packed rows of a staged member of either layout, or None when it is not well formed.
+fn member_rows(member: &[u8]) -> Option<Vec<&[u8]>> {
+    match member.get(ROW_PREFIX) {
+        Some(b'0'..=b'9' | b'a'..=b'f') => {
+            let count = hex_value(member.get(ROW_PREFIX..MEMBER_HEAD)?)?;
+            let mut rows = Vec::with_capacity(count.min(4_096) as usize);
+            let mut at = MEMBER_HEAD;
+            for _ in 0..count {
+                let length = member.get(at..at + LENGTH_BYTES)?;
+                let length = u32::from_be_bytes(length.try_into().ok()?) as usize;
+                at += LENGTH_BYTES;
+                rows.push(member.get(at..at + length)?);
+                at += length;
+            }
+            (at == member.len()).then_some(rows)
+        }
+        _ => Some(vec![member.get(ROW_PREFIX..)?]),
+    }
+}
+
 /// What a packed row starts with: its field count, op and table layout.
 struct Head {
     fields: usize,
@@ -163,8 +209,9 @@ struct Head {
     layout: Arc<Layout>,
 }
 
-/// A commit ts written as 16 lowercase hex digits, as staged; None for anything else.
-fn hex_ts(digits: &[u8]) -> Option<u64> {
+/// A number written in lowercase hex digits, as staged (a commit ts, a row count); None for
+/// anything else.
+fn hex_value(digits: &[u8]) -> Option<u64> {
     digits.iter().try_fold(0u64, |ts, digit| {
         let value = match digit {
             b'0'..=b'9' => digit - b'0',
@@ -341,4 +388,39 @@ fn image<'py>(
         }
     }
     Ok(Some(Some(values)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::member_rows;
+
+    const PREFIX: &[u8] = b"0000000000000001000000000000000a0003";
+
+    #[test]
+    fn a_member_gives_its_rows_in_either_layout() {
+        let mut two = PREFIX.to_vec();
+        two.extend_from_slice(b"0002");
+        two.extend_from_slice(&[0, 0, 0, 2, 0x98, 1, 0, 0, 0, 1, 0x99]);
+        assert_eq!(member_rows(&two), Some(vec![&[0x98, 1][..], &[0x99][..]]));
+        // Layout 1: the packed row right after the prefix (a fixarray byte, not a hex digit).
+        let mut one = PREFIX.to_vec();
+        one.extend_from_slice(&[0x98, 1, 2]);
+        assert_eq!(member_rows(&one), Some(vec![&[0x98, 1, 2][..]]));
+    }
+
+    #[test]
+    fn a_member_whose_lengths_do_not_add_up_is_refused() {
+        for tail in [
+            &b"0002\x00\x00\x00\x01\x98"[..],
+            &b"0001\x00\x00\x00\x02\x98"[..],
+            &b"0001\x00\x00\x00\x01\x98\x01"[..],
+            &b"0001\x00\x00"[..],
+            &b"00g1"[..],
+        ] {
+            let mut member = PREFIX.to_vec();
+            member.extend_from_slice(tail);
+            assert_eq!(member_rows(&member), None, "{tail:?}");
+        }
+        assert_eq!(member_rows(&PREFIX[..20]), None);
+    }
 }

@@ -15,11 +15,11 @@ from streams.model import DDLEvent
 from streams.native import native_module
 from streams.packed import PackedEvents
 from streams.resp import Arg, encode_args
-from streams.staging.layout import LAYOUT_VERSION, ddl_args, row_member, ts_hex
+from streams.staging.layout import LAYOUT_VERSION, ddl_args, row_members, ts_hex
 
 log = logging.getLogger("ticdc_sink.staging")
 
-# Row members and bytes per ZADD command: bound one command's size in Redis's input buffer
+# Members and bytes per ZADD command: bound one command's size in Redis's input buffer
 # (whose limit, client-query-buffer-limit, is 1 GiB by default).
 ZADD_MEMBERS = 50_000
 ZADD_BYTES = 64 << 20
@@ -40,27 +40,28 @@ class StagedMessage:
 
 @dataclass(frozen=True, slots=True)
 class FramedMessage:
-    """A message's staging, encoded as command arguments: its rows as ZADD pairs, and what the
-    stage script records of it (see :func:`frame_message`)."""
+    """A message's staging, encoded as command arguments: its row members as ZADD pairs, and
+    what the stage script records of it (see :func:`frame_message`)."""
 
     offset: int
+    # Rows, not members: what the stage script counts.
     rows: int
     # The resolved timestamps it carries (the highest is staged as the watermark).
     marks: list[int]
     # How many script arguments ``data`` holds.
     args: int
     data: bytes
-    # The rows as ZADD's score/member pairs (two arguments a row).
+    # The row members as ZADD's score/member pairs (two arguments a member).
     members: bytes
+    # How many members ``members`` holds (runs of rows: see layout.member_runs).
+    member_count: int
 
 
 def frame_message(message: StagedMessage) -> FramedMessage:
     """The stage script's arguments for one message (see stage.lua), encoded."""
-    members = [
-        row_member(ts, message.offset, i, packed) for i, (ts, packed) in enumerate(message.rows)
-    ]
+    members = row_members(message.offset, message.rows)
     mark = b"" if message.watermark is None else ts_hex(message.watermark)
-    args: list[Arg] = [message.offset, mark, len(members), sum(map(len, members))]
+    args: list[Arg] = [message.offset, mark, len(message.rows), sum(map(len, members))]
     args.append(len(message.ddls))
     for ddl in message.ddls:
         args += ddl_args(ddl)
@@ -68,7 +69,13 @@ def frame_message(message: StagedMessage) -> FramedMessage:
     pairs[1::2] = members
     marks = [] if message.watermark is None else [message.watermark]
     return FramedMessage(
-        message.offset, len(members), marks, len(args), encode_args(args), encode_args(pairs)
+        message.offset,
+        len(message.rows),
+        marks,
+        len(args),
+        encode_args(args),
+        encode_args(pairs),
+        len(members),
     )
 
 
@@ -110,24 +117,24 @@ def frame_packed(messages: Sequence[tuple[int, PackedEvents]]) -> list[FramedMes
             )
             for offset, packed in messages
         ]
-    frames: list[tuple[int, bytes, bytes]] = native.stage_frames(list(messages))
+    frames: list[tuple[int, bytes, bytes, int]] = native.stage_frames(list(messages))
     return [
-        FramedMessage(offset, len(packed), packed.resolved, args, data, members)
-        for (offset, packed), (args, data, members) in zip(messages, frames, strict=True)
+        FramedMessage(offset, len(packed), packed.resolved, args, data, members, count)
+        for (offset, packed), (args, data, members, count) in zip(messages, frames, strict=True)
     ]
 
 
 def zadd_runs(frames: Sequence[FramedMessage]) -> Iterator[list[FramedMessage]]:
     """``frames`` in runs of whole messages, each ending once it reaches :data:`ZADD_MEMBERS`
-    rows or :data:`ZADD_BYTES` bytes (one ZADD a run)."""
+    members or :data:`ZADD_BYTES` bytes (one ZADD a run)."""
     run: list[FramedMessage] = []
-    rows = size = 0
+    members = size = 0
     for frame in frames:
         run.append(frame)
-        rows += frame.rows
+        members += frame.member_count
         size += len(frame.members)
-        if rows >= ZADD_MEMBERS or size >= ZADD_BYTES:
+        if members >= ZADD_MEMBERS or size >= ZADD_BYTES:
             yield run
-            run, rows, size = [], 0, 0
+            run, members, size = [], 0, 0
     if run:
         yield run

@@ -1,5 +1,6 @@
 """Staged row members back into the release's rows: partitions merged by commit ts a window at a
-time, copies of one row version collapsed, packed rows unpacked.
+time, copies of one row version collapsed, packed rows unpacked (a member holds a run of rows of
+one message at one commit ts; see streams/staging/layout.py).
 
 A partition's members are in lexicographic order, which is commit-ts order (16-hex prefix). The
 merge sorts a window of members from every partition by that prefix only, with a stable sort
@@ -18,7 +19,8 @@ from operator import itemgetter
 from streams.model import ColumnFlag, ColumnType, RowChange, column_type
 from streams.native import native_model
 from streams.packed import row_reader, unpack_row
-from streams.staging.layout import ROW_PREFIX, TS_DIGITS
+from streams.staging.framing import native_layout_matches
+from streams.staging.layout import TS_DIGITS, member_rows
 
 # Reads ``members[start:stop]`` into rows, collapsing copies as a :class:`Copies` remembers.
 ReadMembers = Callable[[list[bytes], int, int, "Copies"], list[RowChange]]
@@ -90,8 +92,9 @@ class Copies:
 
 class MemberReader:
     """Members (in commit-ts order) into row changes: a keyed table's copies of one row version
-    at one commit ts collapse (TiCDC re-sends), a key-less table's identical rows stay apart
-    unless they are one member (Kafka re-delivered it)."""
+    at one commit ts collapse (TiCDC re-sends), within a member or across members; a key-less
+    table's identical rows stay apart, two of one member as well (a member Kafka re-delivered
+    is the same member: Redis holds it once)."""
 
     def __init__(self, unpack: Callable[[int, bytes], RowChange] = unpack_row) -> None:
         self._unpack = unpack
@@ -111,13 +114,13 @@ class MemberReader:
             if ts != current:
                 current, commit_ts = ts, int(ts, 16)
                 seen.clear()
-            body = member[ROW_PREFIX:]
-            if body in seen:
-                continue
-            row = unpack(commit_ts, body)
-            if keyed(row):
-                seen.add(body)
-            rows.append(row)
+            for body in member_rows(member):
+                if body in seen:
+                    continue
+                row = unpack(commit_ts, body)
+                if keyed(row):
+                    seen.add(body)
+                rows.append(row)
         copies.ts, copies.commit_ts = current, commit_ts
         return rows
 
@@ -138,16 +141,19 @@ class MemberReader:
 def member_reader(native: bool = True) -> ReadMembers:
     """:meth:`MemberReader.rows`, behind the native ``RowUnpacker.unpack_members`` when built
     (and ``native``): the native reader takes the members it can, the Python one each member
-    it stops at (and decides it), the native one the rest."""
+    it stops at (and decides it, all its rows: the native reader hands back a member whole),
+    the native one the rest."""
     python = MemberReader(row_reader(native))
     model = native_model(native)
     if model is None:
         return python.rows
+    import ticdc_sink_native
     from ticdc_sink_native import RowUnpacker
 
     unpacker = RowUnpacker(model, column_type)
-    if not hasattr(unpacker, "unpack_members"):
-        # A wheel built before it: each row unpacked natively, the loop in Python.
+    if not hasattr(unpacker, "unpack_members") or not native_layout_matches(ticdc_sink_native):
+        # A wheel built before it, or reading another member layout: each row unpacked
+        # natively, the loop in Python.
         return python.rows
     native_rows = unpacker.unpack_members
 

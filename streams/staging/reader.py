@@ -25,13 +25,18 @@ from streams.staging.layout import (
 from streams.staging.members import Copies, member_reader, merge_by_ts
 from streams.staging.watermarks import WatermarkReader
 
-# Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition.
-RELEASE_PAGE = 5_000
-# Rows one trim script call deletes at most: bounds how long it holds Redis (~10 ms).
-TRIM_PAGE = 20_000
+# Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition,
+# to MEMBER_BYTES (8 KiB) or one row a member: at most 8 MiB, 64k rows (~6k at 16-row messages
+# of 2-3 transactions, as layout 1's 5,000 rows a page).
+RELEASE_PAGE = 1_000
+# Members one trim script call deletes at most: bounds how long it holds Redis (~10 ms, as
+# layout 1's 20,000 rows: Redis's work is per member, plus the bytes it frees).
+TRIM_PAGE = 4_000
 
-# Members unpacked per call: a window holds up to a page per partition.
-UNPACK_CHUNK = 1_000
+# Members unpacked per call: at most 4,096 rows (MEMBER_ROWS a member), ~300 at 16-row messages
+# of 2-3 transactions (layout 1 took 1,000 rows), so a batch is cut without waiting for a window
+# (a page per partition); 16 members a call cost ~0.15 us a row more in calls (bench_members).
+UNPACK_CHUNK = 64
 # Above every hex digit: a commit-ts prefix followed by it sorts after every member of that ts.
 _PAST_TS = b"\xff"
 
@@ -107,17 +112,18 @@ class StagingReader:
         """The members of ``key`` with ``after_ts < commit_ts <= upto``, in non-empty pages."""
         low = after(after_ts)
         high = below(upto + 1)
-        start = 0
         while True:
             # Members are bytes: the client does not decode replies.
             page = cast(
-                list[bytes], self._client.zrangebylex(key, low, high, start=start, num=RELEASE_PAGE)
+                list[bytes], self._client.zrangebylex(key, low, high, start=0, num=RELEASE_PAGE)
             )
             if page:
                 yield page
             if len(page) < RELEASE_PAGE:
                 return
-            start += len(page)
+            # From just past the page's last member: an offset would make Redis walk every
+            # member before it again (quadratic on a backlog).
+            low = b"(" + page[-1]
 
     def replay_offsets(self, checkpoint: int) -> dict[str, int]:
         """Per partition, the Kafka offset a replay must start from to rebuild everything after
@@ -152,9 +158,9 @@ class StagingReader:
                 self._client.zremrangebylex(self.keys.resolved(tp), b"-", b"(" + last)
             keys = [self.keys.rows(tp), self.keys.staged]
             while True:
-                removed = int(self._trim(keys=keys, args=[high, TRIM_PAGE]))
-                removed_rows += removed
-                if removed < TRIM_PAGE:
+                members, rows = self._trim(keys=keys, args=[high, TRIM_PAGE])
+                removed_rows += int(rows)
+                if int(members) < TRIM_PAGE:
                     break
         applied = self._client.zrangebylex(self.keys.ddl, b"-", high)
         if applied:

@@ -1,15 +1,19 @@
--- Deletes a partition's oldest rows below a bound, at most ARGV[2] of them, and takes them off
--- the staged totals; returns how many. Inside Redis, so no row travels to the sink and back.
--- KEYS: rows:<tp>, staged; ARGV: the ZRANGEBYLEX bound, the page size.
+-- Deletes a partition's oldest row members below a bound, at most ARGV[2] of them, and takes
+-- their rows and bytes off the staged totals; returns {members, rows} removed. Inside Redis, so
+-- no row travels to the sink and back.
+-- KEYS: rows:<tp>, staged; ARGV: the ZRANGEBYLEX bound, the page size in members.
+-- A layout-2 member holds the row count (4 hex) after its 36-byte prefix; a layout-1 member
+-- holds one row, whose packed form starts with a msgpack fixarray byte, never a hex digit.
 local page = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 if #page == 0 then
-  return 0
+  return {0, 0}
 end
-local bytes = 0
+local rows, bytes = 0, 0
 for _, member in ipairs(page) do
   bytes = bytes + #member
+  rows = rows + (tonumber(string.sub(member, 37, 40), 16) or 1)
 end
 redis.call('ZREMRANGEBYLEX', KEYS[1], '-', '[' .. page[#page])
-redis.call('HINCRBY', KEYS[2], 'rows', -#page)
+redis.call('HINCRBY', KEYS[2], 'rows', -rows)
 redis.call('HINCRBY', KEYS[2], 'bytes', -bytes)
-return #page
+return {#page, rows}

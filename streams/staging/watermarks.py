@@ -11,8 +11,12 @@ from dataclasses import dataclass
 
 import redis
 
+from streams.staging import scripts
 from streams.staging.keys import Keys, TopicPartition
-from streams.staging.layout import as_text, member_ts
+from streams.staging.layout import as_bytes, as_text, member_ts
+
+# Members one count script call reads: bounds how long it holds Redis.
+COUNT_PAGE = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,7 @@ class WatermarkReader:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._client = client
         self.keys = keys
+        self._count_rows = client.register_script(scripts.COUNT_ROWS)
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition of every topic the pipeline consumes (as the workers recorded)."""
@@ -122,5 +127,15 @@ class WatermarkReader:
         }
 
     def staged_rows(self, tp: TopicPartition) -> int:
-        """How many rows of ``tp`` are staged and not yet trimmed."""
-        return int(self._client.zcard(self.keys.rows(tp)))
+        """How many rows of ``tp`` are staged and not yet trimmed (a member holds a run of rows:
+        its count is read, a page of members a call)."""
+        rows = 0
+        low = b"-"
+        while True:
+            members, counted, last = self._count_rows(
+                keys=[self.keys.rows(tp)], args=[low, COUNT_PAGE]
+            )
+            rows += int(counted)
+            if int(members) < COUNT_PAGE:
+                return rows
+            low = b"(" + as_bytes(last)

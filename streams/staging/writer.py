@@ -21,7 +21,7 @@ from streams.staging import scripts
 from streams.staging.dead_letters import DeadLetters
 from streams.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
 from streams.staging.keys import Keys, TopicPartition
-from streams.staging.layout import as_bytes, row_member, ts_hex
+from streams.staging.layout import as_bytes, row_members, ts_hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +120,10 @@ class StagingWriter:
         frames = [m if isinstance(m, FramedMessage) else frame_message(m) for m in messages]
         commands.command("MULTI")
         zadds = 0
-        for run in zadd_runs([f for f in frames if f.rows]):
+        for run in zadd_runs([f for f in frames if f.member_count]):
             head = encode_args(["ZADD", self.keys.rows(tp)])
-            commands.encoded(2 + 2 * sum(f.rows for f in run), [head, *(f.members for f in run)])
+            pairs = 2 * sum(f.member_count for f in run)
+            commands.encoded(2 + pairs, [head, *(f.members for f in run)])
             zadds += 1
         keys = [
             self.keys.offsets,
@@ -224,12 +225,13 @@ class StagingWriter:
     def _stage_rows(
         self, pipe: Any, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
     ) -> int:
-        members = [row_member(ts, offset, i, body) for i, (ts, body) in enumerate(pack_rows(rows))]
+        packed = pack_rows(rows)
+        members = row_members(offset, packed)
         if members:
             pipe.zadd(self.keys.rows(tp), dict.fromkeys(members, 0))
-            pipe.hincrby(self.keys.staged, "rows", len(members))
+            pipe.hincrby(self.keys.staged, "rows", len(packed))
             pipe.hincrby(self.keys.staged, "bytes", sum(map(len, members)))
-        return len(members)
+        return len(packed)
 
     def resolve_idle(self, tp: TopicPartition, staged_offset: int, watermark: int) -> bool:
         """Move ``tp``'s watermark to ``watermark`` as a resolved event at ``staged_offset``

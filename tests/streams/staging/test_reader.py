@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from streams.model import DDLEvent, Op, RowChange, column_type
-from streams.packed import unpack_row
+from streams.packed import pack_row, unpack_row
 from streams.staging import Barrier, Staging
-from streams.staging.layout import ROW_PREFIX, TS_DIGITS, unpack_ddl_member
+from streams.staging.layout import TS_DIGITS, layout1_member, member_rows, unpack_ddl_member
 from tests.streams.staging.changes import BIG_TS, NO_KEY, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -67,6 +67,47 @@ def test_trim_goes_page_by_page_and_counts_bytes_down(
     assert [r.commit_ts for r in staging.release(0, (1 << 64) - 1)] == [BIG_TS + 9]  # type: ignore[union-attr]
 
 
+def test_trim_counts_the_rows_of_each_member_it_removes(
+    redis_client: redis.Redis, staging: Staging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("streams.staging.reader.TRIM_PAGE", 2)
+    # Runs of 3, 2 and 1 rows, and one past the checkpoint: three members, then one.
+    staging.stage(P0, 0, [*[row(BIG_TS + 1, n) for n in range(3)], row(BIG_TS + 2, 7)])
+    staging.stage(P0, 1, [row(BIG_TS + 3, 8), row(BIG_TS + 3, 9), row(BIG_TS + 9, 9)])
+    assert redis_client.zcard(staging.keys.rows(P0)) == 4
+    assert staging.staged_rows(P0) == 7
+    assert staging.trim(BIG_TS + 5) == 6
+    left = redis_client.zrange(staging.keys.rows(P0), 0, -1)
+    assert staging.staged_totals() == (1, sum(map(len, left)))
+    assert staging.staged_rows(P0) == 1
+
+
+def test_layout_1_members_still_staged_are_released_counted_and_trimmed(
+    redis_client: redis.Redis, staging: Staging
+) -> None:
+    """An upgrade with rows in Redis: one-row members of layout 1 beside layout 2's runs."""
+    old = [row(BIG_TS + 1, 1), row(BIG_TS + 1, 2), row(BIG_TS + 3, 3)]
+    members = [layout1_member(r.commit_ts, 0, i, pack_row(r)) for i, r in enumerate(old)]
+    redis_client.zadd(staging.keys.rows(P0), dict.fromkeys(members, 0))
+    redis_client.hincrby(staging.keys.staged, "rows", len(members))
+    redis_client.hincrby(staging.keys.staged, "bytes", sum(map(len, members)))
+    new = [row(BIG_TS + 2, 4), row(BIG_TS + 2, 5), row(BIG_TS + 3, 3)]
+    staging.stage(P1, 0, new)
+    assert staging.staged_rows(P0) == 3 and staging.staged_rows(P1) == 3
+    released = list(staging.release(0, BIG_TS + 3))
+    # The copy of row 3 at BIG_TS + 3 (both partitions) collapses across the two layouts.
+    assert [(r.commit_ts, r.new["id"]) for r in released] == [  # type: ignore[union-attr]
+        (BIG_TS + 1, 1),
+        (BIG_TS + 1, 2),
+        (BIG_TS + 2, 4),
+        (BIG_TS + 2, 5),
+        (BIG_TS + 3, 3),
+    ]
+    assert staging.trim(BIG_TS + 2) == 4
+    left = [m for tp in (P0, P1) for m in redis_client.zrange(staging.keys.rows(tp), 0, -1)]
+    assert staging.staged_totals() == (2, sum(map(len, left)))
+
+
 def test_values_survive_staging_exactly(staging: Staging) -> None:
     columns = {"u": column_type(8, 0x80 | 10), "b": column_type(252, 65), "f": column_type(5, 64)}
     original = RowChange(
@@ -116,7 +157,12 @@ def test_paged_release_with_ddls_is_the_heapq_merge_release(
     rng = random.Random(11)
     for offset in range(30):
         ts = BIG_TS + rng.randint(1, 12)
-        rows = [row(ts, rng.randint(0, 3), rng.choice("xy")) for _ in range(rng.randint(1, 3))]
+        # Runs of rows at one or two commit ts: members of several rows, copies within them.
+        rows = [
+            row(ts + rng.randint(0, 1), rng.randint(0, 3), rng.choice("xy"))
+            for _ in range(rng.randint(1, 6))
+        ]
+        rows.sort(key=lambda change: change.commit_ts)
         ddls = [DDLEvent(ts, "db", "t", f"ALTER {offset}", 5)] if rng.random() < 0.15 else []
         staging.stage(rng.choice([P0, P1]), offset, rows, ddls)
     upto = BIG_TS + 10
@@ -147,9 +193,9 @@ def _heapq_release(
         if ts != current:
             current = ts
             seen.clear()
-        body = member[ROW_PREFIX:]
-        if body in seen:
-            continue
-        seen.add(body)  # every staged row here has a key
-        out.append(unpack_row(int(ts, 16), body))
+        for body in member_rows(member):
+            if body in seen:
+                continue
+            seen.add(body)  # every staged row here has a key
+            out.append(unpack_row(int(ts, 16), body))
     return out + [Barrier(unpack_ddl_member(m)) for m in pending]

@@ -28,5 +28,5 @@ def test_every_script_is_in_the_package_data() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = project["tool"]["setuptools"]["package-data"]["streams"]
     lua = sorted(p.relative_to(ROOT / "streams").as_posix() for p in ROOT.glob("streams/**/*.lua"))
-    assert len(lua) == 4
+    assert len(lua) == 5
     assert all(any(fnmatch.fnmatch(name, glob) for glob in globs) for name in lua)

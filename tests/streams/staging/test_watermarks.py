@@ -32,3 +32,15 @@ def test_staged_rows_are_releasable_only_past_the_last_trim(staging: Staging) ->
     assert not staging.releasable()  # row 1 waits for partition 1's next watermark
     staging.stage(P1, 1, [], watermark=BIG_TS + 6)
     assert staging.releasable()
+
+
+def test_staged_rows_count_the_rows_of_each_member_page_by_page(
+    staging: Staging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("streams.staging.watermarks.COUNT_PAGE", 2)
+    # Five members (runs of 2, 1, 3, 1 and 1 rows) over three pages of the count script.
+    staging.stage(P0, 0, [row(BIG_TS + 1, 1), row(BIG_TS + 1, 2), row(BIG_TS + 2, 3)])
+    staging.stage(P0, 1, [row(BIG_TS + 3, n) for n in range(3)] + [row(BIG_TS + 4, 9)])
+    staging.stage(P0, 2, [row(BIG_TS + 5, 5)])
+    assert staging.staged_rows(P0) == 8
+    assert staging.staged_rows(P1) == 0

@@ -15,6 +15,7 @@ from streams.staging import (
     Staging,
     framing,
 )
+from streams.staging.layout import member_row_count
 from tests.streams.staging.changes import BIG_TS, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -79,6 +80,26 @@ def test_a_batch_past_one_zadds_bounds_goes_in_several(
     assert staging.stage_messages(P0, messages) == 1
     assert staging.staged_totals()[0] == 20
     assert list(staging.release(0, BIG_TS + 20)) == rows
+
+
+def test_a_message_stages_a_member_per_run_of_rows_at_one_commit_ts(
+    redis_client: redis.Redis, staging: Staging
+) -> None:
+    rows = [row(BIG_TS + 1, n) for n in range(3)] + [row(BIG_TS + 2, 3), row(BIG_TS + 1, 4)]
+    assert staging.stage(P0, 0, rows) == 1
+    # Framed (the worker's path) and written directly (a dead letter replayed): the same runs.
+    assert staging.stage_late(P1, 0, rows) == 5
+    for tp in (P0, P1):
+        members = redis_client.zrange(staging.keys.rows(tp), 0, -1)
+        assert [member_row_count(m) for m in members] == [3, 1, 1]
+        assert staging.staged_rows(tp) == 5
+    size = sum(len(m) for tp in (P0, P1) for m in redis_client.zrange(staging.keys.rows(tp), 0, -1))
+    assert staging.staged_totals() == (10, size)
+    # A re-delivery adds nothing; the copies across partitions collapse row by row.
+    assert staging.stage(P0, 0, rows) == 0
+    assert redis_client.zcard(staging.keys.rows(P0)) == 3
+    released = [(r.commit_ts, r.new["id"]) for r in staging.release(0, BIG_TS + 2)]  # type: ignore[union-attr]
+    assert released == [(BIG_TS + 1, n) for n in (0, 1, 2, 4)] + [(BIG_TS + 2, 3)]
 
 
 def test_a_broadcast_ddl_is_staged_once_and_split_ddls_are_kept(staging: Staging) -> None:
