@@ -9,6 +9,8 @@ use memchr::memchr;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 
+use crate::staging::decimal;
+
 const NULL: &[u8] = b"NULL";
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
@@ -73,7 +75,7 @@ fn write(
         }
         if let Some(flags) = flags {
             out.extend_from_slice(b",\"");
-            decimal(&mut out, flags.get(line).copied().unwrap_or(0));
+            signed(&mut out, flags.get(line).copied().unwrap_or(0));
             out.push(b'"');
         }
         out.push(b'\n');
@@ -88,7 +90,7 @@ fn text_cell(out: &mut Vec<u8>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         quoted(out, text.to_str()?.as_bytes());
     } else if value.is_exact_instance_of::<PyInt>() {
         match value.extract::<i64>() {
-            Ok(number) => decimal(out, number),
+            Ok(number) => signed(out, number),
             Err(_) => out.extend_from_slice(value.str()?.to_str()?.as_bytes()),
         }
     } else if value.is_instance_of::<PyFloat>() {
@@ -125,22 +127,11 @@ fn quoted(out: &mut Vec<u8>, text: &[u8]) {
 }
 
 /// `value` in decimal, without an allocation (this runs for most cells).
-fn decimal(out: &mut Vec<u8>, value: i64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = value.unsigned_abs();
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
+fn signed(out: &mut Vec<u8>, value: i64) {
     if value < 0 {
         out.push(b'-');
     }
-    out.extend_from_slice(&digits[at..]);
+    decimal(out, value.unsigned_abs());
 }
 
 fn hex(out: &mut Vec<u8>, data: &[u8]) {
@@ -152,13 +143,13 @@ fn hex(out: &mut Vec<u8>, data: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{decimal, hex, quoted};
+    use super::{hex, quoted, signed};
 
     #[test]
     fn numbers_are_written_as_python_writes_them() {
         for value in [0i64, 7, -7, 10, -10, 1_234_567, i64::MAX, i64::MIN] {
             let mut out = Vec::new();
-            decimal(&mut out, value);
+            signed(&mut out, value);
             assert_eq!(out, value.to_string().into_bytes());
         }
     }

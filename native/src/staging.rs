@@ -115,7 +115,7 @@ fn frame(offset: u64, packed: &Packed) -> Frame {
     for &(first, stop) in &runs {
         // The score, 0, then the member (no formatting machinery: this runs once per member).
         members.extend_from_slice(b"$1\r\n0\r\n$");
-        decimal(&mut members, member_len(first, stop));
+        decimal(&mut members, member_len(first, stop) as u64);
         members.extend_from_slice(b"\r\n");
         hex(&mut members, rows[first].0, 16);
         hex(&mut members, offset, 16);
@@ -145,8 +145,8 @@ fn hex(out: &mut Vec<u8>, value: u64, width: u32) {
     }
 }
 
-/// `value` in decimal.
-fn decimal(out: &mut Vec<u8>, value: usize) {
+/// `value` in decimal, without an allocation.
+pub(crate) fn decimal(out: &mut Vec<u8>, value: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     let mut rest = value;
@@ -195,7 +195,7 @@ mod tests {
             hex(&mut out, value, 16);
             assert_eq!(out, format!("{value:016x}").into_bytes());
             let mut out = Vec::new();
-            decimal(&mut out, value as usize);
+            decimal(&mut out, value);
             assert_eq!(out, value.to_string().into_bytes());
         }
         for (value, shown) in [(0xabc, "0abc"), (0x1_0000, "10000"), (0, "0000")] {

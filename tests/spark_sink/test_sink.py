@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -152,11 +152,11 @@ class RecordingStaging(Staging):
         return super().trim(checkpoint)
 
 
-def arriving_rounds(
+def keyed_rows(
     pipeline: Settings, staging: Staging, scratch_db: str
-) -> tuple[SinkLoop, RecordingStaging]:
-    """A sink over two rounds of three rows: the second resolves while the first round's last
-    batch applies."""
+) -> Callable[[int, int, int], None]:
+    """A keyed table, and what stages its rows ``first..last`` (commit ts TS + id, watermark
+    at the last) as the message at ``offset``."""
     from streams.model import ColumnFlag, Op, RowChange, column_type
     from streams.staging import TopicPartition
 
@@ -171,6 +171,16 @@ def arriving_rounds(
             for i in range(first, last + 1)
         ]
         staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
+
+    return stage
+
+
+def arriving_rounds(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> tuple[SinkLoop, RecordingStaging]:
+    """A sink over two rounds of three rows: the second resolves while the first round's last
+    batch applies."""
+    stage = keyed_rows(pipeline, staging, scratch_db)
 
     class ArrivingTarget(Target):
         def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
@@ -217,20 +227,7 @@ def test_the_next_round_is_planned_while_the_last_batch_of_a_round_applies(
     """A resolved ts that is there once a round's last batch is handed over is read at once:
     the loop finds the next round's first batch planned instead of waiting for it after the
     commit. Nothing is trimmed before the round it belongs to is applied."""
-    from streams.model import ColumnFlag, Op, RowChange, column_type
-    from streams.staging import TopicPartition
-
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
-    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
-    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
-
-    def stage(offset: int, first: int, last: int) -> None:
-        rows = [
-            RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
-            for i in range(first, last + 1)
-        ]
-        staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
+    stage = keyed_rows(pipeline, staging, scratch_db)
 
     recording = RecordingStaging(staging)
     seen_while_applying: list[bool] = []
