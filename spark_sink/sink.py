@@ -21,7 +21,7 @@ import redis
 from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError, TransientApplyError
 from config.settings import OnRowError, Settings
 from config.signals import stop_on_signals
-from spark_sink.batches import PlannedBatch, planned_batches
+from spark_sink.batches import FIRST_BATCH_ROWS, PlannedBatch, planned_batches
 from spark_sink.downstream import DOWNSTREAM_OUTAGE, Checkpoint, connect
 from spark_sink.leader import LeaderLock
 from spark_sink.metrics import record_batch, record_checkpoint
@@ -221,29 +221,38 @@ class SinkLoop:
     ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
         """Planned rounds, each up to the global resolved ts when it starts, then its end; the
         rounds go on while a new resolved ts is there once a round's end is handed over, or
-        else once the round is applied. Each applied round is trimmed here, off the loop's
-        thread."""
+        else once the round is applied. A round read on at its predecessor's end starts with
+        batches as big as that one's biggest, one read after a wait (the sink caught up) small
+        again. Each applied round is trimmed here, off the loop's thread."""
         pipeline = self.settings.group
         configured = self.settings.sink.batch_rows
         # The round before, applied: trimmed here once this round's first step is handed over
         # (while the loop applies it), never before its checkpoint committed.
         applied: int | None = None
+        first = FIRST_BATCH_ROWS
         while True:
             released = self.staging.release(after, resolved)
-            for step in planned_batches(released, batch_rows, resolved, pipeline=pipeline):
+            largest = 0
+            for step in planned_batches(released, batch_rows, resolved, first, pipeline):
                 yield step
                 if applied is not None:
                     self.staging.trim(applied)
                     gate.untrimmed = applied = None
+                if isinstance(step, PlannedBatch):
+                    largest = max(largest, step.changes)
             yield RoundEnd(resolved)
+            first = FIRST_BATCH_ROWS
             # Read on while the loop applies this round's last batch when a new resolved ts
             # is there already: the next round's first batch is then planned by the time the
-            # loop wants it. Trimmed once the next round's first step is handed over, which
-            # the queue takes only after the loop took this round's end (all of it applied).
+            # loop wants it, and need not start small (the sink is behind: its batches' fixed
+            # costs count, not how soon the first one starts). Trimmed once the next round's
+            # first step is handed over, which the queue takes only after the loop took this
+            # round's end (all of it applied).
             upto = self.staging.global_resolved_ts()
             if upto is not None and upto > resolved:
                 gate.untrimmed = applied = resolved
                 gate.decided()
+                first = max(FIRST_BATCH_ROWS, largest)
             else:
                 if not gate.wait():
                     return

@@ -262,6 +262,36 @@ def test_the_next_round_is_planned_while_the_last_batch_of_a_round_applies(
     assert staging.staged_totals()[0] == 0
 
 
+def test_a_round_read_on_at_the_last_ones_end_starts_with_its_biggest_batch(
+    pipeline: Settings, staging: Staging, scratch_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sink is behind when the next round is there at a round's end: its batches start as
+    big as the last round's biggest, not small again (a batch's fixed costs count then)."""
+    import spark_sink.sink
+
+    monkeypatch.setattr(spark_sink.sink, "FIRST_BATCH_ROWS", 1)
+    stage = keyed_rows(pipeline, staging, scratch_db)
+    stage(0, 1, 3)
+    stage(1, 4, 7)
+    recording = RecordingStaging(staging)
+    real_resolved = recording.global_resolved_ts
+    answers = iter([TS + 3])
+    recording.global_resolved_ts = lambda: next(answers, None) or real_resolved()  # type: ignore[method-assign]
+    applied: list[int] = []
+
+    class CountingTarget(Target):
+        def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
+            applied.append(upto)
+            return super().apply_batch(plans, upto, *args)
+
+    sink = SinkLoop(pipeline, recording, CountingTarget(pipeline))
+    assert sink.run_once() == TS + 3
+    assert sink.run_once() == TS + 7
+    sink.close()
+    # Round one: 1 row, then 2 (doubling); round two from 2 rows: 2, then the last 2.
+    assert applied == [TS + 1, TS + 3, TS + 5, TS + 7]
+
+
 def test_a_sink_closed_after_a_round_it_read_past_leaves_that_round_trimmed(
     pipeline: Settings, staging: Staging, scratch_db: str
 ) -> None:
