@@ -190,6 +190,21 @@ impl<'a> Scanner<'a> {
         found
     }
 
+    /// An object: `{`, then `member` for each member (it reads the name and the value) with
+    /// `,` between them, then `}`; `None` as soon as anything else comes.
+    pub fn members(&mut self, mut member: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.expect(b'{')?;
+        if self.take(b'}') {
+            return Some(());
+        }
+        loop {
+            member(self)?;
+            if !self.take(b',') {
+                return self.expect(b'}');
+            }
+        }
+    }
+
     /// Whether the whole text has been read.
     pub fn at_end(&self) -> bool {
         self.pos == self.text.len()

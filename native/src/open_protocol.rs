@@ -414,30 +414,24 @@ fn scan_header(text: &str) -> Option<Header<'_>> {
     let mut scanner = Scanner::new(text);
     let mut header = Header::default();
     let mut seen = [false; 8];
-    scanner.expect(b'{')?;
-    if !scanner.take(b'}') {
-        loop {
-            let (at, field) = match scanner.name()? {
-                "ts" => (0, &mut header.ts),
-                "t" => (1, &mut header.t),
-                "scm" => (2, &mut header.scm),
-                "tbl" => (3, &mut header.tbl),
-                "rid" => (4, &mut header.rid),
-                "ptn" => (5, &mut header.ptn),
-                "ohk" => (6, &mut header.ohk),
-                "ccl" => (7, &mut header.ccl),
-                _ => return None,
-            };
-            if std::mem::replace(&mut seen[at], true) {
-                return None;
-            }
-            *field = scanner.scalar()?;
-            if !scanner.take(b',') {
-                scanner.expect(b'}')?;
-                break;
-            }
+    scanner.members(|scanner| {
+        let (at, field) = match scanner.name()? {
+            "ts" => (0, &mut header.ts),
+            "t" => (1, &mut header.t),
+            "scm" => (2, &mut header.scm),
+            "tbl" => (3, &mut header.tbl),
+            "rid" => (4, &mut header.rid),
+            "ptn" => (5, &mut header.ptn),
+            "ohk" => (6, &mut header.ohk),
+            "ccl" => (7, &mut header.ccl),
+            _ => return None,
+        };
+        if std::mem::replace(&mut seen[at], true) {
+            return None;
         }
-    }
+        *field = scanner.scalar()?;
+        Some(())
+    })?;
     scanner.at_end().then_some(header)
 }
 
@@ -453,54 +447,38 @@ fn body(value: &[u8]) -> Option<Body<'_>> {
 fn scan_body(text: &str) -> Option<Body<'_>> {
     let mut scanner = Scanner::new(text);
     let mut body = Body::default();
-    scanner.expect(b'{')?;
-    if !scanner.take(b'}') {
-        loop {
-            let image = match scanner.letter_name()? {
-                b'u' => &mut body.u,
-                b'p' => &mut body.p,
-                b'd' => &mut body.d,
-                _ => return None,
-            };
-            if image.is_some() {
-                return None;
-            }
-            *image = Some(scan_image(&mut scanner)?);
-            if !scanner.take(b',') {
-                scanner.expect(b'}')?;
-                break;
-            }
+    scanner.members(|scanner| {
+        let image = match scanner.letter_name()? {
+            b'u' => &mut body.u,
+            b'p' => &mut body.p,
+            b'd' => &mut body.d,
+            _ => return None,
+        };
+        if image.is_some() {
+            return None;
         }
-    }
+        *image = Some(scan_image(scanner)?);
+        Some(())
+    })?;
     scanner.at_end().then_some(body)
 }
 
 /// An image's columns (see `scan_body`).
 fn scan_image<'a>(scanner: &mut Scanner<'a>) -> Option<Entries<'a>> {
     let mut columns = Vec::with_capacity(16);
-    scanner.expect(b'{')?;
-    if scanner.take(b'}') {
-        return Some(Ordered(columns));
-    }
-    loop {
+    scanner.members(|scanner| {
         let name = scanner.name()?;
         columns.push((Cow::Borrowed(name), scan_column(scanner)?));
-        if !scanner.take(b',') {
-            scanner.expect(b'}')?;
-            return Some(Ordered(columns));
-        }
-    }
+        Some(())
+    })?;
+    Some(Ordered(columns))
 }
 
 /// A column's fields (see `scan_body`).
 fn scan_column<'a>(scanner: &mut Scanner<'a>) -> Option<Column<'a>> {
     let mut column = Column::default();
     let mut seen = [false; 4];
-    scanner.expect(b'{')?;
-    if scanner.take(b'}') {
-        return Some(column);
-    }
-    loop {
+    scanner.members(|scanner| {
         let (at, field) = match scanner.letter_name()? {
             b't' => (0, &mut column.t),
             b'f' => (1, &mut column.f),
@@ -512,11 +490,9 @@ fn scan_column<'a>(scanner: &mut Scanner<'a>) -> Option<Column<'a>> {
             return None;
         }
         *field = scanner.scalar()?;
-        if !scanner.take(b',') {
-            scanner.expect(b'}')?;
-            return Some(column);
-        }
-    }
+        Some(())
+    })?;
+    Some(column)
 }
 
 /// The length-prefixed frames of `data` from `pos` on; `None` if one runs past the end.
