@@ -46,6 +46,14 @@ class Direct:
     handle: Callable[[list[Any]], Awaitable[None]]
 
 
+async def _take_none(messages: list[Any]) -> None:
+    raise AssertionError("no topic is handed directly")
+
+
+# Without a direct handler: no topic's messages skip the streams.
+_NO_DIRECT = Direct(frozenset(), _take_none)
+
+
 class ChunkConsumer(faust_aiokafka.Consumer):
     """Faust's aiokafka consumer, delivering each fetched chunk under one flow guard, and
     fetching again as soon as a full stream buffer has room."""
@@ -101,7 +109,7 @@ class ChunkConsumer(faust_aiokafka.Consumer):
         (those of a :class:`Direct` handler's topics to it, in lists)."""
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
-        direct: Direct | None = getattr(self.transport, "direct", None)
+        direct: Direct = getattr(self.transport, "direct", None) or _NO_DIRECT
         taken: list[Any] = []
         # The last offset taken per partition, its read offset moving once the handler has it.
         pending: dict[Any, int] = {}
@@ -118,7 +126,7 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             if self._commit_every is not None and self._n_acked >= self._commit_every:
                 self._n_acked = 0
                 await self.commit()
-            if direct is not None and message.topic in direct.topics:
+            if message.topic in direct.topics:
                 if message.generation_id != self.app.consumer_generation_id:
                     # Fetched before a rebalance: the partition is read again from its
                     # committed offset (Faust's streams skip these too).
@@ -130,12 +138,12 @@ class ChunkConsumer(faust_aiokafka.Consumer):
                     taken = []
                 continue
             if taken:
-                await self._hand(direct, taken)  # type: ignore[arg-type]
+                await self._hand(direct, taken)
                 taken = []
             await self.callback(message)
             read_offset[tp] = offset
         if taken:
-            await self._hand(direct, taken)  # type: ignore[arg-type]
+            await self._hand(direct, taken)
 
     async def _hand(self, direct: Direct, messages: list[Any]) -> None:
         """Hand ``messages`` to ``direct``, tracked as pending acknowledgement, and move the
