@@ -31,6 +31,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	if command -v cargo > /dev/null; then cd native && cargo fmt --check \
 		&& cargo clippy --release --quiet -- -D warnings && cargo test --release --quiet; fi
 

@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
-from spark_sink.downstream import connect
+from core.model import Op, RowChange
+from spark_sink.db.downstream import connect
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
-from streams.model import Op, RowChange
 from tests.workload import COLUMNS, make_rows
 
 # A database and pipeline of this run's own: runs on one server at once do not drop each other's.

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import orjson
 
+from core.native import native_module
 from streams.codecs import Codec, codec_for
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import avro_schema
-from streams.native import native_module
 from tests.workload import make_rows
 
 

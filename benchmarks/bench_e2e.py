@@ -36,12 +36,12 @@ from benchmarks.cpu import SERVER_NAMES, cpu_seconds, redis_cpu, server_pid
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
-from spark_sink.downstream import CheckpointWatch, connect
+from core.model import Resolved
+from core.redis_client import redis_client
+from core.sql import quote
+from core.staging import Staging
+from spark_sink.db.downstream import CheckpointWatch, connect
 from streams.codecs import codec_for
-from streams.model import Resolved
-from streams.redis_client import redis_client
-from streams.staging import Staging
-from streams.upstream import quote
 from ticdc_sink.produce import partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario
 

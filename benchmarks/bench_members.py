@@ -27,13 +27,13 @@ from typing import Any
 from benchmarks.bench_scale import PARTITIONS, workload
 from benchmarks.cpu import redis_cpu
 from config.settings import load_settings
+from core.packed import PackedEvents
+from core.redis_client import redis_client
+from core.resp import Arg, encode_args
+from core.staging import Staging, TopicPartition, reader
+from core.staging.framing import FramedMessage, frame_packed
+from core.staging.layout import layout1_member
 from streams.codecs import codec_for
-from streams.packed import PackedEvents
-from streams.redis_client import redis_client
-from streams.resp import Arg, encode_args
-from streams.staging import Staging, TopicPartition, reader
-from streams.staging.framing import FramedMessage, frame_packed
-from streams.staging.layout import layout1_member
 
 # Messages per staging transaction: a worker's batch of a partition.
 MESSAGES_PER_STAGE = 64

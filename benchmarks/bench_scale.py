@@ -46,19 +46,19 @@ from benchmarks.cpu import cpu_seconds, redis_cpu
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
+from core.model import DDLEvent, Resolved, RowChange
+from core.redis_client import redis_client
+from core.staging import Staging
+from core.staging.layout import member_row_count
+from core.staging.members import Copies, member_reader, merge_by_ts
+from core.staging.reader import UNPACK_CHUNK
 from spark_sink.batches import PlannedBatch, planned_batches
-from spark_sink.downstream import connect
+from spark_sink.db.downstream import connect
 from spark_sink.interpreter import reading_ahead
-from spark_sink.loaders import Loader, LoadPath
-from spark_sink.staged import StagedTable
+from spark_sink.load.loaders import Loader, LoadPath
+from spark_sink.load.staged import StagedTable
 from spark_sink.target import Target
 from streams.codecs import KafkaMessage, codec_for
-from streams.model import DDLEvent, Resolved, RowChange
-from streams.redis_client import redis_client
-from streams.staging import Staging
-from streams.staging.layout import member_row_count
-from streams.staging.members import Copies, member_reader, merge_by_ts
-from streams.staging.reader import UNPACK_CHUNK
 from tests.workload import make_rows
 from ticdc_sink.produce import send
 
@@ -188,7 +188,7 @@ async def _send_fast(
     slower than one worker stages."""
     from aiokafka import AIOKafkaProducer
 
-    from streams.kafka_client import kafka_options
+    from core.kafka_client import kafka_options
 
     options = kafka_options(settings, linger_ms=20, max_batch_size=PRODUCE_BATCH_BYTES, acks=1)
     producer = AIOKafkaProducer(**options)
@@ -207,7 +207,7 @@ async def _members(settings: Settings, group: str) -> int:
     """Members of ``group`` that hold an assignment once the group is stable (else 0)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from streams.kafka_client import kafka_options
+    from core.kafka_client import kafka_options
 
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
@@ -292,7 +292,7 @@ def read_ahead_stages(
         pages = [list(staging._pages(staging.keys.rows(tp), 0, resolved)) for tp in partitions]
     if client is not None:
         clock.redis["read"] = redis_cpu(client) - redis_before
-    # A member holds a run of rows (streams/staging/layout.py): the rows are counted, not it.
+    # A member holds a run of rows (core/staging/layout.py): the rows are counted, not it.
     rows = sum(member_row_count(m) for partition in pages for page in partition for m in page)
     started = time.perf_counter()
     released = list(staging.release(0, resolved))

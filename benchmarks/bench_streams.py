@@ -30,10 +30,10 @@ import orjson
 from benchmarks.bench_scale import cpu_seconds
 from benchmarks.topics import delete_topics
 from config.settings import load_settings
+from core.model import Resolved, RowChange
+from core.redis_client import redis_client
+from core.staging import Staging
 from streams.codecs import KafkaMessage, codec_for
-from streams.model import Resolved, RowChange
-from streams.redis_client import redis_client
-from streams.staging import Staging
 from tests.workload import make_rows
 from ticdc_sink.produce import send
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from config.settings import Settings
-from streams.kafka_client import kafka_options
+from core.kafka_client import kafka_options
 
 
 async def delete_topics(settings: Settings, topics: list[str]) -> None:

@@ -1,6 +1,6 @@
 """Native fast paths for ticdc-sink's codecs and staged rows.
 
-One convention (``streams/native.py``): each class is made with a ``Model`` and what it caches or
+One convention (``core/native.py``): each class is made with a ``Model`` and what it caches or
 reads passed explicitly; each method takes what its Python twin takes and returns None for what
 it hands back to that twin, which decides (and words every error).
 """
@@ -8,13 +8,13 @@ it hands back to that twin, which decides (and words every error).
 from collections.abc import Callable
 from typing import Any
 
-from streams.model import ColumnType, Event, RowChange
+from core.model import ColumnType, Event, RowChange
 
 # ``column_type(mysql_type, flags)``: the shared column type of a pair.
 ColumnTypeOf = Callable[[int, int], ColumnType]
 
 class PackedMessage:
-    """A message's packed rows and resolved timestamps (``streams.packed.PackedEvents``)."""
+    """A message's packed rows and resolved timestamps (``core.packed.PackedEvents``)."""
 
     @property
     def resolved(self) -> list[int]: ...
@@ -33,7 +33,8 @@ def csv_rows(
     binary: list[bool],
     flags: list[int] | None = None,
 ) -> tuple[bytes, list[bool]]:
-    """``spark_sink.csv_rows.python_csv_rows``: the images' CSV and which columns went as hex."""
+    """``spark_sink.load.csv_rows.python_csv_rows``: the images' CSV and which columns went as
+    hex."""
 
 class Model:
     """The event model the classes build: ``RowChange``, ``Resolved`` and the row ops."""
@@ -76,7 +77,7 @@ class SimpleDecoder:
     def decode(self, key: object, value: object) -> list[Event] | None: ...
 
 class RowUnpacker:
-    """Staged rows in the packed form (``streams.packed.unpack_row``)."""
+    """Staged rows in the packed form (``core.packed.unpack_row``)."""
 
     def __init__(self, model: Model, column_type: ColumnTypeOf) -> None: ...
     def unpack(self, commit_ts: int, data: bytes) -> RowChange | None: ...

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from core.model import DDLEvent, RowChange
+from core.staging import Barrier
 from spark_sink.plan import TablePlan, plan_batch
 from spark_sink.stage_timing import PLAN, RELEASE, StageClock
-from streams.model import DDLEvent, RowChange
-from streams.staging import Barrier
 
 # A round's first batch: big enough that a batch's fixed cost (~3 ms: a transaction, the
 # checkpoint, emptying the staging tables) stays small per row, small enough to start at once.

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from streams.collector import raised_thresholds
+from core.collector import raised_thresholds
 
 # The GIL switch interval (Python's default is 5 ms): the apply thread mostly waits on the
 # downstream, and each reply it wakes to would otherwise wait up to 5 ms for the reader (a batch

@@ -14,8 +14,8 @@ import uuid
 
 import redis
 
-from streams.outage import Outage
-from streams.staging import Keys
+from core.outage import Outage
+from core.staging import Keys
 
 log = logging.getLogger("ticdc_sink.sink")
 

@@ -7,7 +7,7 @@ import time
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from streams.tso import tso_seconds
+from core.tso import tso_seconds
 
 CHANGES_APPLIED = Counter(
     "ticdc_sink_changes_applied_total",

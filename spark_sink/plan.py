@@ -1,6 +1,6 @@
 """Batch planning: collapse a batch's changes to one final action per (table, key).
 
-Pure functions over :class:`~streams.model.RowChange`. After planning, a table's batch is a set of
+Pure functions over :class:`~core.model.RowChange`. After planning, a table's batch is a set of
 keys to delete and a set of rows to upsert; the merge runs the deletes first, then the upserts.
 
 - A key's final state is its last change in commit order.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value
+from core.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
 Key = tuple[Value, ...]
 # A key-less row's upstream identity: partition id (row ids are per physical table) and row id.

@@ -18,10 +18,10 @@ import orjson
 import pymysql
 
 from config.errors import RowRefusedError
-from spark_sink.dialect import bindable, quote
-from spark_sink.downstream import Column, is_transient
+from core.model import Value
+from spark_sink.db.dialect import bindable, quote
+from spark_sink.db.downstream import Column, is_transient
 from spark_sink.plan import Key, TablePlan
-from streams.model import Value
 
 # The column a MySQL or MariaDB value error names: ... for column `db`.`t`.`c` at row 1,
 # ... for column 'c' at row 1.

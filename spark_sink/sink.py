@@ -21,20 +21,20 @@ import redis
 from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError, TransientApplyError
 from config.settings import OnRowError, Settings
 from config.signals import stop_on_signals
+from core.metrics import DEAD_LETTERS_TRIMMED, serve_metrics
+from core.model import DDLEvent
+from core.outage import RETRY_FIRST_S, Outage, next_delay
+from core.redis_client import redis_client
+from core.staging import Staging
+from core.startup import wait_for, wait_for_redis
+from core.tso import describe_tso, tso_age
 from spark_sink.batches import FIRST_BATCH_ROWS, PlannedBatch, planned_batches
-from spark_sink.downstream import DOWNSTREAM_OUTAGE, Checkpoint, connect
+from spark_sink.db.downstream import DOWNSTREAM_OUTAGE, Checkpoint, connect
 from spark_sink.leader import LeaderLock
 from spark_sink.metrics import record_batch, record_checkpoint
 from spark_sink.read_ahead import read_ahead
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.target import Target
-from streams.metrics import DEAD_LETTERS_TRIMMED, serve_metrics
-from streams.model import DDLEvent
-from streams.outage import RETRY_FIRST_S, Outage, next_delay
-from streams.redis_client import redis_client
-from streams.staging import Staging
-from streams.startup import wait_for, wait_for_redis
-from streams.tso import describe_tso, tso_age
 
 log = logging.getLogger("ticdc_sink.sink")
 

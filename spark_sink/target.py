@@ -2,11 +2,12 @@
 atomically with the checkpoint, a DDL run once and recorded.
 
 A batch: each table's rows go into a staging table in the meta database (typed like the target,
-every column NULL-able, plus a delete flag), loaded the way :func:`~spark_sink.loaders.load_path`
-picks; then ONE transaction deletes, upserts every table from its staging table and advances the
-checkpoint, so the downstream moves from one upstream TSO to the next atomically. A table whose
-upserts may load in place (:func:`~spark_sink.loaders.in_place`) skips its staging table for them:
-they load straight into it, in that same transaction. The server's dialect, read once per
+every column NULL-able, plus a delete flag), loaded the way
+:func:`~spark_sink.load.loaders.load_path` picks; then ONE transaction deletes, upserts every table
+from its staging table and advances the checkpoint, so the downstream moves from one upstream TSO
+to the next atomically. A table whose upserts may load in place
+(:func:`~spark_sink.load.loaders.in_place`) skips its staging table for them: they load straight
+into it, in that same transaction. The server's dialect, read once per
 connection, writes every statement and classifies every error.
 """
 
@@ -28,9 +29,10 @@ from config.errors import (
     TransientApplyError,
 )
 from config.settings import OnDDLError, Settings
-from spark_sink.ddl_action import DDLStep, ddl_action
-from spark_sink.dialect import ANY_SERVER, Dialect, server_dialect
-from spark_sink.downstream import (
+from core.model import DDLEvent
+from core.sql import quote
+from spark_sink.db.dialect import ANY_SERVER, Dialect, server_dialect
+from spark_sink.db.downstream import (
     Checkpoint,
     CheckpointTable,
     Column,
@@ -42,8 +44,9 @@ from spark_sink.downstream import (
     table_name,
     with_retries,
 )
+from spark_sink.ddl.action import DDLStep, ddl_action
 from spark_sink.drift import missing_columns, missing_table
-from spark_sink.loaders import (
+from spark_sink.load.loaders import (
     InsertLoader,
     LoadDataLoader,
     Loader,
@@ -52,14 +55,12 @@ from spark_sink.loaders import (
     in_place,
     load_path,
 )
-from spark_sink.merge import merge_staged
+from spark_sink.load.merge import merge_staged
+from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.metrics import DDL_SKIPPED
 from spark_sink.plan import TablePlan
 from spark_sink.refused import RefusedRow, find_refused, refused_error
 from spark_sink.routing import Router
-from spark_sink.staged import DELETE_FLAG, StagedTable
-from streams.model import DDLEvent
-from streams.upstream import quote
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -136,7 +137,7 @@ class Target:
     def spark(self) -> Any:
         """The Spark session, started on first use."""
         if self._spark is None:
-            from spark_sink.session import build_spark
+            from spark_sink.load.spark_session import build_spark
 
             settings = self.settings
             # The group in the name tells pipelines apart on a shared cluster's pages.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streams.staging import TopicPartition
+from core.staging import TopicPartition
 
 # The longest a worker waits between two looks at its partitions: a quiet partition resolves
 # at most this long after its quiet time is up.

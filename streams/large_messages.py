@@ -3,7 +3,7 @@
 With ``large-message-handle-option`` TiCDC sends a message too large for Kafka either as a claim
 check (the whole message stored elsewhere: :mod:`streams.claim_check`) or as its row's handle-key
 columns only (the row is then read from the upstream TiDB: :mod:`streams.upstream`). The codecs
-report both (a :class:`~streams.model.ClaimCheck` event, a row with ``handle_key_only``); this
+report both (a :class:`~core.model.ClaimCheck` event, a row with ``handle_key_only``); this
 turns them into the events of the whole message, or a :class:`LargeMessageError` saying why not.
 A handle-key-only delete stays as it is: the sink deletes by key.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from config.errors import LargeMessageError
 from config.settings import Settings
+from core.model import ClaimCheck, Event, Op, RowChange
 from streams.claim_check import ClaimCheckReader
 from streams.codecs.base import Codec
-from streams.model import ClaimCheck, Event, Op, RowChange
 from streams.upstream import UpstreamReader
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streams.tso import describe_tso
+from core.tso import describe_tso
 
 
 @dataclass

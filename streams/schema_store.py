@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import orjson
-import redis
 
+from core.model import TableSchema
+from core.staging.schemas import SchemaHash
 from streams.codecs.simple_schema import parse_table_schema, table_schema_json
-from streams.model import TableSchema
 
 
 class RedisSchemaStore:
     """Table schemas by (schema, table, version); a version never changes once announced."""
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
-        self.client = client
-        self.key = key
+    def __init__(self, stored: SchemaHash) -> None:
+        self._stored = stored
         self._local: dict[tuple[str, str, int], TableSchema] = {}
 
     @staticmethod
@@ -24,7 +23,7 @@ class RedisSchemaStore:
     def get(self, schema: str, table: str, version: int) -> TableSchema | None:
         found = self._local.get((schema, table, version))
         if found is None:
-            raw = self.client.hget(self.key, self._field(schema, table, version))
+            raw = self._stored.get(self._field(schema, table, version))
             if raw is None:
                 return None
             found = self._local[(schema, table, version)] = parse_table_schema(orjson.loads(raw))
@@ -32,8 +31,7 @@ class RedisSchemaStore:
 
     def put(self, table: TableSchema) -> None:
         self._local[(table.schema, table.table, table.version)] = table
-        self.client.hset(
-            self.key,
+        self._stored.put(
             self._field(table.schema, table.table, table.version),
             orjson.dumps(table_schema_json(table)),
         )

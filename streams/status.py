@@ -6,9 +6,9 @@ import time
 from typing import Any
 
 from config.settings import Settings
-from streams.kafka_client import kafka_options
-from streams.staging import Staging, TopicPartition
-from streams.tso import describe_tso, tso_fields
+from core.kafka_client import kafka_options
+from core.staging import Staging, TopicPartition
+from core.tso import describe_tso, tso_fields
 
 
 async def kafka_offsets(

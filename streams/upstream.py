@@ -15,8 +15,7 @@ from typing import Any
 
 from config.errors import LargeMessageError
 from config.settings import Downstream
-from streams.codecs.values import format_float
-from streams.model import (
+from core.model import (
     FLOAT_TYPES,
     INTEGER_TYPES,
     ColumnFlag,
@@ -27,6 +26,8 @@ from streams.model import (
     Value,
     column_type,
 )
+from core.sql import quote
+from streams.codecs.values import format_float
 
 Statement = tuple[str, tuple[Value, ...]]
 # Types whose text value the model keeps as an int (BIT arrives as big-endian bytes; ENUM and
@@ -54,12 +55,6 @@ _WIRE_TO_TICDC = (
 )
 # A lost or stale upstream connection is made again once before a read gives up.
 READ_ATTEMPTS = 2
-
-
-def quote(identifier: str) -> str:
-    """A backtick-quoted identifier: any name from the stream is safe inside SQL (the sink's
-    statements, in spark_sink, quote with this one too)."""
-    return "`" + identifier.replace("`", "``") + "`"
 
 
 def _bound_name(identifier: str) -> str:

@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from config.settings import Settings, load_settings
-from spark_sink.downstream import connect as downstream_connect
-from streams.kafka_client import kafka_options
-from streams.redis_client import redis_client as make_redis_client
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client as make_redis_client
+from spark_sink.db.downstream import connect as downstream_connect
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
@@ -38,7 +38,7 @@ def service_missing(name: str, error: BaseException) -> None:
 @pytest.fixture(scope="session")
 def native() -> Any:
     """The native wheel (``ticdc_sink_native``): required under CI, where `make` builds it."""
-    from streams.native import native_module
+    from core.native import native_module
 
     module = native_module()
     if module is None:
@@ -147,7 +147,7 @@ def scratch_db(
 @pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[Any]:
     from config.settings import DEFAULT_JDBC_JAR
-    from spark_sink.session import build_spark
+    from spark_sink.load.spark_session import build_spark
 
     if not Path(DEFAULT_JDBC_JAR).exists():
         service_missing("MariaDB Connector/J", FileNotFoundError(DEFAULT_JDBC_JAR))
@@ -169,7 +169,7 @@ def conformance() -> Path:
 @pytest.fixture
 def staging(redis_client: redis.Redis, unique: str) -> Iterator[Any]:
     """A Redis staging area of this test's own pipeline, deleted afterwards."""
-    from streams.staging import Staging
+    from core.staging import Staging
 
     area = Staging(redis_client, unique)
     yield area

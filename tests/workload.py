@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
+from core.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
 
 KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 NULLABLE = int(ColumnFlag.NULLABLE)

@@ -36,15 +36,15 @@ def checked_settings(
     if kafka:
         import asyncio
 
-        from streams.connectivity import check_kafka
+        from core.connectivity import check_kafka
 
         asyncio.run(check_kafka(settings))
     if redis:
-        from streams.connectivity import check_redis
+        from core.connectivity import check_redis
 
         check_redis(settings)
     if downstream:
-        from spark_sink.downstream import check_downstream
+        from spark_sink.db.downstream import check_downstream
 
         check_downstream(settings)
     return settings
@@ -123,7 +123,7 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _skip_ddl(args: argparse.Namespace) -> int:
-    from spark_sink.skip_ddl import request_skip_ddl
+    from spark_sink.ddl.skip import request_skip_ddl
 
     print(request_skip_ddl(settings_from(args), args.ts))
     return 0

@@ -16,12 +16,13 @@ import orjson
 
 from config.errors import ConfigError, DecodeError, NotYetDecodableError, ReplayRefusedError
 from config.settings import Settings
+from core.model import DDLEvent, RowChange
+from core.redis_client import redis_client
+from core.staging import DeadLetter, DeadLetters, Staging
+from core.tso import describe_tso
 from streams.codecs import codec_for
 from streams.large_messages import LargeMessages
-from streams.model import DDLEvent, RowChange
-from streams.redis_client import redis_client
-from streams.staging import DeadLetter, DeadLetters, Staging
-from streams.tso import describe_tso
+from streams.schema_store import RedisSchemaStore
 from ticdc_sink.status_command import read_checkpoint
 
 # Characters of an error a listing shows (``show`` prints it whole).
@@ -102,7 +103,7 @@ def run_replay(
     letter = _letter(store, entry, settings.group)
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
-    codec = codec_for(settings.kafka.protocol, staging.schema_store())
+    codec = codec_for(settings.kafka.protocol, RedisSchemaStore(staging.schemas()))
     try:
         # Made whole as the worker makes it: claim checks read, handle-key-only rows fetched.
         events = LargeMessages.from_settings(settings).decode(codec, key or None, value)

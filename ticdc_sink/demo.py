@@ -16,10 +16,10 @@ import uuid
 from pathlib import Path
 
 from config.settings import Settings
-from spark_sink.downstream import CheckpointWatch
-from streams.redis_client import redis_client
-from streams.staging import Staging
-from streams.tso import tso_millis, tso_time
+from core.redis_client import redis_client
+from core.staging import Staging
+from core.tso import tso_millis, tso_time
+from spark_sink.db.downstream import CheckpointWatch
 from ticdc_sink.produce import run_produce
 from ticdc_sink.verify import verify
 

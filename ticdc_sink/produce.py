@@ -18,11 +18,11 @@ from typing import Any
 import orjson
 
 from config.settings import Protocol, Settings
+from core.kafka_client import kafka_options
+from core.model import ColumnType, MySQLType, Resolved, RowChange, Value
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
-from streams.kafka_client import kafka_options
-from streams.model import ColumnType, MySQLType, Resolved, RowChange, Value
 from ticdc_sink.scenario import KEYLESS_TABLES, KEYS, START_TS, Scenario
 
 # TiCDC sends resolved events every second; here every this many transactions.

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from config.errors import ConfigError, StagingError
 from config.settings import Settings
-from spark_sink.downstream import CheckpointTable, connect
-from streams.kafka_client import kafka_options
-from streams.redis_client import redis_client
-from streams.staging import Staging
-from streams.tso import describe_tso
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client
+from core.staging import Staging
+from core.tso import describe_tso
+from spark_sink.db.downstream import CheckpointTable, connect
 
 log = logging.getLogger("ticdc_sink.recover")
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from streams.model import ColumnFlag, ColumnType, DDLEvent, Op, RowChange, Value, column_type
+from core.model import ColumnFlag, ColumnType, DDLEvent, Op, RowChange, Value, column_type
 
 KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 NOT_NULL_UNIQUE = int(ColumnFlag.UNIQUE_KEY)

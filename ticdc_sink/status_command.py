@@ -10,9 +10,9 @@ import pymysql
 
 from config.errors import ServiceError
 from config.settings import Settings
-from spark_sink.downstream import CheckpointTable, connect
-from streams.redis_client import redis_client
-from streams.staging import Staging
+from core.redis_client import redis_client
+from core.staging import Staging
+from spark_sink.db.downstream import CheckpointTable, connect
 from streams.status import kafka_offsets, render, snapshot
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.

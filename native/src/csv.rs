@@ -1,6 +1,6 @@
 //! The CSV a `LOAD DATA LOCAL` of the sink reads, written from the batch's images in one pass.
 //!
-//! `spark_sink/csv_rows.py::python_csv_rows` is the reference these bytes equal: every cell
+//! `spark_sink/load/csv_rows.py::python_csv_rows` is the reference these bytes equal: every cell
 //! quoted (a `"` inside doubled), SQL NULL as a bare `NULL`, a line per image; a column goes as
 //! hex when it is binary downstream or any of its values is bytes (the server unhexes it).
 //! Building the cells here spares the sink a Python list and an Arrow array per column.

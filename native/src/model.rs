@@ -173,7 +173,7 @@ impl Value<'_> {
         })
     }
 
-    /// The value in the packed form of a row (see `streams/packed.py`).
+    /// The value in the packed form of a row (see `core/packed.py`).
     pub fn pack(&self, out: &mut Vec<u8>) {
         match self {
             Value::Null => msgpack::nil(out),
@@ -306,7 +306,7 @@ pub enum Slot {
     Old,
 }
 
-/// Writes a row in the packed form `streams/packed.py` reads (msgpack of op, schema, table,
+/// Writes a row in the packed form `core/packed.py` reads (msgpack of op, schema, table,
 /// columns, new, old, partition id, handle-key-only, and the row id when there is one), as
 /// Python packs the same decoded row; false
 /// (nothing usable written) for what only a dict's merging would make sense of: a column named

@@ -5,8 +5,8 @@
 //! count (none: a packed message carries none). A member holds a run of consecutive rows of one
 //! message at one commit ts (`member_runs`). Encoding both here, without the GIL, spares Python
 //! a bytes object per member and the Redis client its per-argument encoding.
-//! `frame_message` in `streams/staging/framing.py` is the reference these bytes equal; the layout
-//! is defined in `streams/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
+//! `frame_message` in `core/staging/framing.py` is the reference these bytes equal; the layout
+//! is defined in `core/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
 
 use std::io::Write;
 
@@ -15,16 +15,16 @@ use pyo3::types::PyBytes;
 
 use crate::model::{Packed, PackedMessage};
 
-/// The member and argument layout written here (`LAYOUT_VERSION` in streams/staging/layout.py):
+/// The member and argument layout written here (`LAYOUT_VERSION` in core/staging/layout.py):
 /// Python declines this module's framing unless the two are equal. Bump both on any change.
 pub const LAYOUT_VERSION: u32 = 2;
 
 // A row member's commit ts, offset, first row's index and row count (`row_member` in
-// streams/staging/layout.py) before its rows.
+// core/staging/layout.py) before its rows.
 const MEMBER_HEADER: usize = 16 + 16 + 4 + 4;
 // Each row's length before its bytes (4 bytes, big-endian).
 const LENGTH_BYTES: usize = 4;
-// Rows a member holds at most (`MEMBER_ROWS` in streams/staging/layout.py).
+// Rows a member holds at most (`MEMBER_ROWS` in core/staging/layout.py).
 pub const MEMBER_ROWS: usize = 64;
 // A member's rows' bytes, lengths included, past which it takes no further row (`MEMBER_BYTES`).
 pub const MEMBER_BYTES: usize = 8 << 10;
@@ -66,7 +66,7 @@ struct Frame {
 }
 
 /// Where `rows` (a message's, in event order) split into members, as `member_runs` in
-/// streams/staging/layout.py: runs of consecutive rows at one commit ts, of at most
+/// core/staging/layout.py: runs of consecutive rows at one commit ts, of at most
 /// `MEMBER_ROWS` rows and, past the first row, `MEMBER_BYTES` bytes.
 fn member_runs(rows: &[(u64, &[u8])]) -> Vec<(usize, usize)> {
     let mut runs = Vec::new();

@@ -1,11 +1,11 @@
 //! Staged rows back into the model's `RowChange`: every row the sink applies is read here.
 //!
-//! The packed form is what `streams/packed.py` writes. Rows of one table version repeat their
+//! The packed form is what `core/packed.py` writes. Rows of one table version repeat their
 //! schema, table and columns byte for byte, so those are turned into Python objects once and
 //! each row only reads its values.
 //!
-//! `unpack_members` reads staged members (`streams/staging/layout.py`, each a run of rows) a
-//! slice at a time, as `streams/staging/members.py::MemberReader.rows` does, copies collapsing
+//! `unpack_members` reads staged members (`core/staging/layout.py`, each a run of rows) a
+//! slice at a time, as `core/staging/members.py::MemberReader.rows` does, copies collapsing
 //! alike; a member it cannot read whole it hands back to Python whole. The rows it
 //! makes of one layout share its `{name: ColumnType}` dict (the sink reads it, never changes
 //! it), so the sink's planning decides per layout rather than per row; `unpack` gives each
@@ -23,14 +23,14 @@ use crate::msgpack::Reader;
 
 // Layouts kept before the cache starts over (one per table version; bounded for any input).
 const MAX_LAYOUTS: usize = 4_096;
-// A staged member (streams/staging/layout.py): commit ts (16 hex), Kafka offset (16 hex), first
+// A staged member (core/staging/layout.py): commit ts (16 hex), Kafka offset (16 hex), first
 // event index (4 hex); then in layout 2 a row count (4 hex) and each row as a 4-byte big-endian
 // length and the packed row, in layout 1 one packed row (a msgpack fixarray byte, not hex).
 const TS_DIGITS: usize = 16;
 const ROW_PREFIX: usize = 36;
 const MEMBER_HEAD: usize = ROW_PREFIX + 4;
 const LENGTH_BYTES: usize = 4;
-// TiCDC's HANDLE_KEY | PRIMARY_KEY column flags (`streams.model.ColumnFlag`): a keyed table.
+// TiCDC's HANDLE_KEY | PRIMARY_KEY column flags (`core.model.ColumnFlag`): a keyed table.
 const KEY_FLAGS: u64 = 0x02 | 0x08;
 
 /// One (schema, table, columns) as Python objects: the names, and `{name: ColumnType}`.

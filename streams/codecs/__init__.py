@@ -1,6 +1,6 @@
 """Decoders and encoders for every protocol TiCDC writes to Kafka.
 
-The codecs know nothing of Faust, Redis or Spark: bytes in, :mod:`streams.model` events out.
+The codecs know nothing of Faust, Redis or Spark: bytes in, :mod:`core.model` events out.
 """
 
 from __future__ import annotations

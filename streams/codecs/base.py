@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-from streams.model import Event
-from streams.native import native_first
-from streams.packed import PackedEvents
+from core.model import Event
+from core.native import native_first
+from core.packed import PackedEvents
 
 # A decoded message larger than this is refused: TiCDC's max-message-bytes tops out at 1 GiB and
 # the default is 10 MiB, so 256 MiB leaves room while bounding memory for hostile input.
@@ -53,7 +53,7 @@ class Codec(ABC):
         """The events of one message, in message order; raises ``DecodeError`` on bad input."""
 
     def decode_packed(self, key: bytes | None, value: bytes) -> PackedEvents | None:
-        """The message's rows already packed (see ``streams.packed``) and its resolved
+        """The message's rows already packed (see ``core.packed``) and its resolved
         timestamps, when a fast path takes a message of only those; otherwise None: call
         :meth:`decode`."""
         return None

@@ -14,11 +14,7 @@ from typing import Any
 import orjson
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.compression import Compression, compress, decompress
-from streams.codecs.simple_schema import is_binary_name, type_code, type_name
-from streams.codecs.values import format_float
-from streams.model import (
+from core.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
     INTEGER_TYPES,
@@ -34,6 +30,10 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.compression import Compression, compress, decompress
+from streams.codecs.simple_schema import is_binary_name, type_code, type_name
+from streams.codecs.values import format_float
 
 PROTOCOL = "canal-json"
 WATERMARK = "TIDB_WATERMARK"

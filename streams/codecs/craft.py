@@ -17,9 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
-from streams.codecs.values import as_bytes, text_or_bytes
-from streams.model import (
+from core.model import (
     BLOB_TYPES,
     CHAR_TYPES,
     FLOAT_TYPES,
@@ -37,7 +35,9 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_model
+from core.native import native_model
+from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
+from streams.codecs.values import as_bytes, text_or_bytes
 
 if TYPE_CHECKING:
     from ticdc_sink_native import CraftDecoder

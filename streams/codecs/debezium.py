@@ -18,6 +18,17 @@ from typing import Any
 import orjson
 
 from config.errors import DecodeError, EncodeError
+from core.model import (
+    ColumnFlag,
+    ColumnType,
+    DDLEvent,
+    Event,
+    MySQLType,
+    Op,
+    Resolved,
+    RowChange,
+    Value,
+)
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.debezium_values import (
     LAST_DDL_VERSION,
@@ -32,17 +43,6 @@ from streams.codecs.debezium_values import (
     write_value,
 )
 from streams.codecs.simple_schema import SchemaStore
-from streams.model import (
-    ColumnFlag,
-    ColumnType,
-    DDLEvent,
-    Event,
-    MySQLType,
-    Op,
-    Resolved,
-    RowChange,
-    Value,
-)
 
 PROTOCOL = "debezium"
 # TiCDC's default cluster id, which names its schemas ("<cluster>.<db>.<table>.Value").

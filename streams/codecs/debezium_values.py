@@ -18,9 +18,7 @@ from decimal import Decimal
 from functools import partial
 from typing import Any
 
-from streams.codecs.simple_schema import is_binary_name, type_code, type_name
-from streams.codecs.values import format_float
-from streams.model import (
+from core.model import (
     INTEGER_TYPES,
     ColumnFlag,
     ColumnSchema,
@@ -30,6 +28,8 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.codecs.simple_schema import is_binary_name, type_code, type_name
+from streams.codecs.values import format_float
 
 _MASK64 = (1 << 64) - 1
 _EPOCH_DAY = date(1970, 1, 1)

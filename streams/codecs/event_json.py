@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.model import Bootstrap, ClaimCheck, DDLEvent, Event, Resolved, RowChange, Value
 from streams.codecs.values import b64encode
-from streams.model import Bootstrap, ClaimCheck, DDLEvent, Event, Resolved, RowChange, Value
 
 
 def _value(value: Value) -> Any:

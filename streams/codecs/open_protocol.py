@@ -17,9 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from config.errors import DecodeError, EncodeError
-from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
-from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
-from streams.model import (
+from core.model import (
     BLOB_TYPES,
     CHAR_TYPES,
     FLOAT_TYPES,
@@ -34,7 +32,9 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_model
+from core.native import native_model
+from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
+from streams.codecs.values import b64decode, b64encode, go_quote, go_unquote, text_or_bytes
 
 if TYPE_CHECKING:
     from ticdc_sink_native import OpenDecoder

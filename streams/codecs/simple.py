@@ -19,18 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import orjson
 
 from config.errors import DecodeError, EncodeError, MissingSchemaError
-from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
-from streams.codecs.compression import Compression, compress, decompress
-from streams.codecs.simple_schema import (
-    MemorySchemaStore,
-    SchemaStore,
-    column_types,
-    parse_table_schema,
-    schema_from_types,
-    table_schema_json,
-)
-from streams.codecs.values import b64decode, b64encode, format_float, text_or_bytes
-from streams.model import (
+from core.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
     INTEGER_TYPES,
@@ -47,7 +36,18 @@ from streams.model import (
     Value,
     column_type,
 )
-from streams.native import native_first, native_model
+from core.native import native_first, native_model
+from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
+from streams.codecs.compression import Compression, compress, decompress
+from streams.codecs.simple_schema import (
+    MemorySchemaStore,
+    SchemaStore,
+    column_types,
+    parse_table_schema,
+    schema_from_types,
+    table_schema_json,
+)
+from streams.codecs.values import b64decode, b64encode, format_float, text_or_bytes
 
 if TYPE_CHECKING:
     from ticdc_sink_native import SimpleDecoder

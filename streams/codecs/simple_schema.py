@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from streams.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLType, TableSchema
-from streams.model import column_type as shared_type
+from core.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLType, TableSchema
+from core.model import column_type as shared_type
 
 # mysqlType names (their first word) and the type codes they stand for.
 _TYPE_CODES: dict[str, MySQLType] = {

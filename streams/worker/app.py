@@ -26,17 +26,20 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import DEFAULT_WEB_PORT, EventLoop, Protocol, Settings
+from core.collector import collect_rarely
+from core.kafka_client import faust_broker, kafka_options
+from core.metrics import serve_metrics
+from core.outage import Outage
+from core.redis_client import redis_client
+from core.staging import Staging, TopicPartition
+from core.startup import wait_for_kafka, wait_for_redis
+from core.tso import tso_seconds
 from streams.codecs import codec_for
-from streams.collector import collect_rarely
 from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
-from streams.kafka_client import faust_broker, kafka_options
 from streams.large_messages import LargeMessages
-from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK, serve_metrics, tso_seconds
-from streams.outage import Outage
+from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK
 from streams.progress import Progress
-from streams.redis_client import redis_client
-from streams.staging import Staging, TopicPartition
-from streams.startup import wait_for_kafka, wait_for_redis
+from streams.schema_store import RedisSchemaStore
 from streams.status import kafka_offsets, snapshot
 from streams.worker.line import REDIS_TRANSIENT, StagingLine, until_done
 from streams.worker.stager import MessageStager
@@ -120,7 +123,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
     staging = (staging_factory or (lambda: _staging(settings)))()
     stager = MessageStager(
         staging,
-        codec_for(settings.kafka.protocol, staging.schema_store()),
+        codec_for(settings.kafka.protocol, RedisSchemaStore(staging.schemas())),
         settings.worker.on_error,
         LargeMessages.from_settings(settings),
         dead_letter_max=settings.redis.dead_letter_max_entries,
@@ -331,7 +334,7 @@ def run_worker(settings: Settings) -> int:
     worker = Worker(app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
     worker.spinner = None
-    # Each fetched chunk makes Faust events and records by the thousand (streams/collector.py).
+    # Each fetched chunk makes Faust events and records by the thousand (core/collector.py).
     collect_rarely()
     worker.execute_from_commandline()
     return 0

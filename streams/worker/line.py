@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import redis
 
-from streams.outage import RETRY_FIRST_S, Outage, next_delay
-from streams.staging.framing import FramedMessage
+from core.outage import RETRY_FIRST_S, Outage, next_delay
+from core.staging.framing import FramedMessage
 from streams.worker.stager import MessageStager, PreparedBatch, Record
 
 log = logging.getLogger("ticdc_sink.worker")

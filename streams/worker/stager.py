@@ -17,21 +17,16 @@ from dataclasses import dataclass, field
 
 from config.errors import DecodeError, NotYetDecodableError
 from config.settings import DEFAULT_DEAD_LETTER_MAX_ENTRIES, OnError
+from core.metrics import DEAD_LETTERS_TRIMMED
+from core.model import Bootstrap, DDLEvent, Resolved, RowChange
+from core.packed import pack_rows
+from core.staging.framing import FramedMessage, StagedMessage, frame_packed
+from core.staging.keys import TopicPartition
+from core.staging.protocols import StagerStore, StagingRoundTrip
+from core.tso import tso_seconds
 from streams.codecs import Codec
 from streams.large_messages import LargeMessages
-from streams.metrics import (
-    DEAD_LETTERS,
-    DEAD_LETTERS_TRIMMED,
-    EVENTS_DECODED,
-    PARTITION_WATERMARK,
-    ROWS_STAGED,
-    tso_seconds,
-)
-from streams.model import Bootstrap, DDLEvent, Resolved, RowChange
-from streams.packed import pack_rows
-from streams.staging.framing import FramedMessage, StagedMessage, frame_packed
-from streams.staging.keys import TopicPartition
-from streams.staging.protocols import StagerStore, StagingRoundTrip
+from streams.metrics import DEAD_LETTERS, EVENTS_DECODED, PARTITION_WATERMARK, ROWS_STAGED
 
 log = logging.getLogger("ticdc_sink.worker")
 

@@ -34,7 +34,7 @@ def test_a_dml_before_its_schema_is_a_hold_signal_no_handler_of_bad_input_catche
 
 
 def test_errors_defined_for_one_layer_live_in_the_hierarchy_and_are_re_exported() -> None:
-    from spark_sink import downstream
+    from spark_sink.db import downstream
     from streams.codecs import simple
     from ticdc_sink import deadletters_command
 

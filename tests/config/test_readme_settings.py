@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from config.settings import ENV_PREFIX, SETTINGS, load_settings
-from streams.native import NATIVE_ENV
+from core.native import NATIVE_ENV
 from ticdc_sink.services.base import STATE_DIR_ENV
 
 README = Path(__file__).parents[2] / "README.md"

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from prometheus_client import REGISTRY
 
+import core.metrics
 import spark_sink.metrics
 import spark_sink.stage_timing
 import streams.metrics
@@ -26,7 +27,7 @@ SUFFIXES = {
 def _exported() -> dict[str, str]:
     """Every series name ticdc-sink's metric families expose -> its family."""
     assert (
-        streams.metrics and spark_sink.metrics and spark_sink.stage_timing
+        core.metrics and streams.metrics and spark_sink.metrics and spark_sink.stage_timing
     )  # imported for their registrations
     names = {}
     for family in REGISTRY.collect():

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from core.collector import GC_THRESHOLDS
 from spark_sink.interpreter import SWITCH_INTERVAL_S
 from spark_sink.read_ahead import read_ahead
-from streams.collector import GC_THRESHOLDS
 
 
 def test_a_reader_runs_with_quick_gil_switches_and_rare_collections_then_restores_them() -> None:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from core.staging import Staging
 from spark_sink.leader import LeaderLock
-from streams.staging import Staging
 
 pytestmark = pytest.mark.integration
 

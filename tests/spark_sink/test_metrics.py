@@ -2,8 +2,8 @@ import time
 
 from prometheus_client import REGISTRY
 
+from core.tso import TSO_PHYSICAL_SHIFT
 from spark_sink.metrics import lag_seconds, record_batch, record_checkpoint
-from streams.tso import TSO_PHYSICAL_SHIFT
 
 
 def _sample(name: str, pipeline: str) -> float | None:

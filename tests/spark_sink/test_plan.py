@@ -7,8 +7,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.plan import Key, TablePlan, plan_batch
-from streams.model import ColumnFlag, Op, RowChange, column_type
 
 PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 UNIQUE = int(ColumnFlag.UNIQUE_KEY)

@@ -11,9 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
 from spark_sink import plan as planner
 from spark_sink.plan import Key, TablePlan, key_columns, plan_batch
-from streams.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
 
 PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 UNIQUE = int(ColumnFlag.UNIQUE_KEY)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import orjson
 
+from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.plan import plan_batch
 from spark_sink.refused import RefusedRow, column_of, refused_error, without_refused
-from streams.model import ColumnFlag, Op, RowChange, column_type
 
 PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
 COLUMNS = {"id": column_type(3, PK), "f": column_type(4, 64)}

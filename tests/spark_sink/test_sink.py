@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect
+from core.outage import Outage
+from core.staging import Staging
+from spark_sink.db.downstream import connect
 from spark_sink.leader import LeaderLock
 from spark_sink.sink import SinkLoop, lead
 from spark_sink.target import Target
-from streams.outage import Outage
-from streams.staging import Staging
 
 pytestmark = pytest.mark.integration
 
@@ -65,8 +65,8 @@ def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(
 ) -> None:
     import pymysql
 
+    from core.model import ColumnFlag, Op, RowChange, column_type
     from spark_sink.plan import plan_batch
-    from streams.model import ColumnFlag, Op, RowChange, column_type
 
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE TABLE `{scratch_db}`.nokey (a INT, b VARCHAR(8))")
@@ -113,8 +113,8 @@ def test_a_round_counts_its_stages_under_its_pipeline(
 ) -> None:
     from prometheus_client import REGISTRY
 
-    from streams.model import ColumnFlag, Op, RowChange, column_type
-    from streams.staging import TopicPartition
+    from core.model import ColumnFlag, Op, RowChange, column_type
+    from core.staging import TopicPartition
 
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
@@ -157,8 +157,8 @@ def keyed_rows(
 ) -> Callable[[int, int, int], None]:
     """A keyed table, and what stages its rows ``first..last`` (commit ts TS + id, watermark
     at the last) as the message at ``offset``."""
-    from streams.model import ColumnFlag, Op, RowChange, column_type
-    from streams.staging import TopicPartition
+    from core.model import ColumnFlag, Op, RowChange, column_type
+    from core.staging import TopicPartition
 
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from config.settings import Settings, parse_routes
-from spark_sink.dialect import TRUNCATE_MIN_ROWS
-from spark_sink.downstream import LostLeadershipError, connect
+from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
+from core.staging import Staging, TopicPartition
+from spark_sink.db.dialect import TRUNCATE_MIN_ROWS
+from spark_sink.db.downstream import LostLeadershipError, connect
 from spark_sink.leader import LeaderLock
 from spark_sink.plan import plan_batch
 from spark_sink.routing import Router
 from spark_sink.sink import SinkLoop
 from spark_sink.target import Target
-from streams.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
-from streams.staging import Staging, TopicPartition
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,13 @@ from prometheus_client import REGISTRY
 
 from config.errors import DDLError, SchemaDriftError
 from config.settings import OnDDLError, OnSchemaDrift, Settings
-from spark_sink.downstream import connect
+from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
+from core.staging import Staging, TopicPartition
+from spark_sink.db.downstream import connect
+from spark_sink.ddl.skip import request_skip_ddl
 from spark_sink.routing import Router
 from spark_sink.sink import SinkLoop
-from spark_sink.skip_ddl import request_skip_ddl
 from spark_sink.target import Target
-from streams.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
-from streams.staging import Staging, TopicPartition
 
 pytestmark = pytest.mark.integration
 

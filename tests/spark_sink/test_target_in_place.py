@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect, table_facts
+from core.model import ColumnFlag, Op, RowChange, column_type
+from spark_sink.db.downstream import connect, table_facts
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
-from streams.model import ColumnFlag, Op, RowChange, column_type
 
 pytestmark = pytest.mark.integration
 

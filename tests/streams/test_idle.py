@@ -7,6 +7,7 @@ from dataclasses import replace
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.staging import TopicPartition
 from streams.idle import (
     IDLE_CHECK_MAX_S,
     IDLE_CHECK_MIN_S,
@@ -15,7 +16,6 @@ from streams.idle import (
     idle_check_interval,
     idle_watermark,
 )
-from streams.staging import TopicPartition
 
 TS = 450_153_678_443_151_417  # above 2**53: compared exactly, never as a float
 IDLE_S = 2.0

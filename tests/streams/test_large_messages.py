@@ -9,12 +9,12 @@ import pytest
 import redis
 
 from config.errors import LargeMessageError
+from core.model import ColumnFlag, MySQLType, Op, Resolved, RowChange, column_type
+from core.staging import Staging
 from streams.claim_check import ClaimCheckReader
 from streams.codecs import codec_for
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.large_messages import LargeMessages
-from streams.model import ColumnFlag, MySQLType, Op, Resolved, RowChange, column_type
-from streams.staging import Staging
 from tests.streams.codecs.large_messages import (
     claim_check_message,
     handle_key_only_message,

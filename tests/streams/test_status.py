@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from config.settings import OnError
+from core.model import Resolved
+from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
-from streams.model import Resolved
-from streams.staging import Staging, TopicPartition
 from streams.status import render, snapshot
 from streams.worker.stager import MessageStager
 

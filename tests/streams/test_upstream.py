@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.model import ColumnFlag, MySQLType, column_type
+from core.model import ColumnFlag, MySQLType, column_type
 from streams.upstream import (
     BINARY_CHARSET,
     ENUM_FLAG,

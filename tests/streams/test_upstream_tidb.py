@@ -22,9 +22,7 @@ import redis
 
 from config.errors import LargeMessageError
 from config.settings import Settings
-from streams.codecs.open_protocol import OpenProtocolCodec
-from streams.large_messages import LargeMessages
-from streams.model import (
+from core.model import (
     FLOAT_TYPES,
     ColumnFlag,
     ColumnType,
@@ -34,8 +32,10 @@ from streams.model import (
     RowChange,
     Value,
 )
-from streams.model import column_type as kind
-from streams.staging import Staging
+from core.model import column_type as kind
+from core.staging import Staging
+from streams.codecs.open_protocol import OpenProtocolCodec
+from streams.large_messages import LargeMessages
 from streams.upstream import UpstreamReader
 from tests.streams.codecs.large_messages import handle_key_only_message, key_only
 from tests.streams.test_large_messages import topic  # noqa: F401

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect
-from streams.staging import Keys
+from core.staging import Keys
+from spark_sink.db.downstream import connect
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
 

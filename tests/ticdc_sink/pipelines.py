@@ -17,8 +17,8 @@ from urllib.parse import quote
 import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
-from spark_sink.downstream import CheckpointWatch
-from streams.staging import Staging
+from core.staging import Staging
+from spark_sink.db.downstream import CheckpointWatch
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.

@@ -13,10 +13,10 @@ import pytest
 import redis
 
 from config.settings import OnError
-from spark_sink.downstream import CheckpointTable
+from core.model import Op, RowChange, column_type
+from core.staging import Staging, TopicPartition
+from spark_sink.db.downstream import CheckpointTable
 from streams.codecs import codec_for
-from streams.model import Op, RowChange, column_type
-from streams.staging import Staging, TopicPartition
 from streams.worker.stager import MessageStager
 from ticdc_sink.cli import main
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from core.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange, column_type
 from streams.codecs import codec_for
-from streams.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange, column_type
 
 
 def _run(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

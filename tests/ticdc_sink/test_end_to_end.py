@@ -20,12 +20,12 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client
+from core.staging import Keys, Staging
+from spark_sink.db.downstream import connect
 from spark_sink.sink import SinkLoop
 from spark_sink.target import Target
-from streams.kafka_client import kafka_options
-from streams.redis_client import redis_client
-from streams.staging import Keys, Staging
 from tests.ticdc_sink.pipelines import (
     ON_EVERY_SERVER,
     PROCESS_LOGS,

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.staging import Keys
+from core.staging import Keys
 
 pytestmark = pytest.mark.integration
 

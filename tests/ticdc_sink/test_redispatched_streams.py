@@ -23,10 +23,10 @@ import orjson
 import pytest
 
 from config.settings import Settings
+from core.model import DDLEvent, Resolved, RowChange
 from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import split_frames
-from streams.model import DDLEvent, Resolved, RowChange
 from tests.ticdc_sink import test_ticdc_streams as as_dispatched
 from tests.ticdc_sink.test_ticdc_streams import (
     PROTOCOLS,

@@ -25,10 +25,10 @@ import pymysql
 import pytest
 
 from config.settings import SaslMechanism, Settings, load_settings
-from spark_sink.downstream import connect as downstream_connect
-from streams.kafka_client import kafka_options
-from streams.redis_client import redis_client
-from streams.staging import Keys
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client
+from core.staging import Keys
+from spark_sink.db.downstream import connect as downstream_connect
 from tests.conftest import missing
 from ticdc_sink.cli import EXIT_BAD_INPUT
 from ticdc_sink.services.base import state_dir
@@ -297,7 +297,7 @@ def _blank_unset(env: dict[str, str]) -> dict[str, str]:
 def test_scram_sha_256_logs_in_as_well(secure_settings: Settings) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
 
-    from streams.connectivity import check_kafka
+    from core.connectivity import check_kafka
 
     settings = secure_settings.updated({"kafka_sasl_mechanism": SaslMechanism.SCRAM_SHA_256})
 
@@ -316,7 +316,7 @@ def test_scram_sha_256_logs_in_as_well(secure_settings: Settings) -> None:
 def test_spark_loads_over_jdbc_with_the_client_certificate(
     spark: Any, secure_settings: Settings, unique: str
 ) -> None:
-    from spark_sink.session import jdbc_options
+    from spark_sink.load.spark_session import jdbc_options
 
     with downstream_connect(secure_settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{unique}`")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from streams.kafka_client import kafka_options
+from core.kafka_client import kafka_options
 from ticdc_sink.services import all_services
 from ticdc_sink.services.base import ServiceState
 
@@ -94,7 +94,7 @@ def test_mariadb_round_trip_keeps_unsigned_bigint_and_microseconds(
 def test_spark_writes_and_reads_mariadb_over_jdbc(
     spark: Any, settings: Any, mariadb_connect: Any, scratch_db: str
 ) -> None:
-    from spark_sink.session import jdbc_options
+    from spark_sink.load.spark_session import jdbc_options
 
     options = jdbc_options(settings.downstream.url, scratch_db)
     frame = spark.createDataFrame([(i, f"row {i}") for i in range(100)], "id INT, name STRING")

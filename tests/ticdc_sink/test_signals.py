@@ -14,9 +14,9 @@ import orjson
 import pytest
 
 from config.settings import Settings
+from core.model import Resolved
+from core.staging import Keys
 from streams.codecs import codec_for
-from streams.model import Resolved
-from streams.staging import Keys
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, pipeline_env, spawn
 from ticdc_sink.produce import send
 

@@ -20,9 +20,9 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.downstream import connect
+from core.staging import Keys
+from spark_sink.db.downstream import connect
 from streams.codecs import KafkaMessage
-from streams.staging import Keys
 from tests.ticdc_sink.pipelines import (
     ON_EVERY_SERVER,
     applied_resolved_ts,

@@ -12,9 +12,9 @@ from typing import Any
 
 import orjson
 
+from core.model import RowChange
 from streams.codecs.base import Codec, KafkaMessage
 from streams.codecs.open_protocol import split_frames
-from streams.model import RowChange
 
 _LENGTH = struct.Struct(">Q")
 

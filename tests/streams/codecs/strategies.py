@@ -7,10 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from streams.codecs.canal_json import _ddl_action
-from streams.codecs.simple_schema import schema_from_types
-from streams.codecs.values import format_float
-from streams.model import (
+from core.model import (
     BLOB_TYPES,
     CHAR_TYPES,
     INTEGER_TYPES,
@@ -25,6 +22,9 @@ from streams.model import (
     Value,
     column_type,
 )
+from streams.codecs.canal_json import _ddl_action
+from streams.codecs.simple_schema import schema_from_types
+from streams.codecs.values import format_float
 
 TSO = st.integers(0, (1 << 64) - 1)
 KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)

@@ -9,11 +9,11 @@ from collections.abc import Callable
 import pytest
 
 from config.errors import DecodeError, NotYetDecodableError
+from core.model import ColumnFlag, Op, Resolved, RowChange, column_type
 from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.codecs.simple import MissingSchemaError, SimpleJSONCodec
-from streams.model import ColumnFlag, Op, Resolved, RowChange, column_type
 
 FUZZ_INPUTS_PER_PROTOCOL = 10_000
 PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]

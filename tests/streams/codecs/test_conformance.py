@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from config.errors import DecodeError
+from core.model import DDLEvent, Op, Resolved, RowChange
 from streams.codecs.canal_json import CanalJSONCodec
 from streams.codecs.craft import CraftCodec
 from streams.codecs.event_json import event_json
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.codecs.simple import SimpleAvroCodec, avro_schema
-from streams.model import DDLEvent, Op, Resolved, RowChange
 
 DATA = Path(__file__).parent / "data"
 

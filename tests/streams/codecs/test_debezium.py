@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from config.errors import DecodeError
+from core.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange, column_type
 from streams.codecs.debezium import DebeziumCodec
 from streams.codecs.simple_schema import MemorySchemaStore
-from streams.model import ColumnFlag, DDLEvent, Op, Resolved, RowChange, column_type
 
 
 def _pair(folder: Path, key: str, value: str) -> tuple[bytes, bytes]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from config.errors import DecodeError
+from core.model import ClaimCheck, ColumnFlag, MySQLType, Op, RowChange, column_type
 from streams.codecs import Codec
 from streams.codecs.canal_json import CanalJSONCodec
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.codecs.simple import SimpleAvroCodec, SimpleJSONCodec
-from streams.model import ClaimCheck, ColumnFlag, MySQLType, Op, RowChange, column_type
 from tests.streams.codecs.large_messages import claim_check_message, handle_key_only_message
 
 TS = 449_000_000_000_000_001

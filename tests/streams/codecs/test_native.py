@@ -16,13 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from config.errors import DecodeError, NotYetDecodableError
+from core.model import Event, Op, Resolved, RowChange
+from core.packed import PackedEvents, pack_rows
+from core.staging import StagedMessage, frame_message, frame_packed
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
-from streams.model import Event, Op, Resolved, RowChange
-from streams.packed import PackedEvents, pack_rows
-from streams.staging import StagedMessage, frame_message, frame_packed
 from tests.streams.codecs.strategies import event_lists
 from tests.streams.codecs.test_bad_input import _mutate, _sample_rows
 

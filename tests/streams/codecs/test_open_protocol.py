@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
+from core.model import RowChange
+from core.packed import pack_row, row_reader, unpack_row
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
-from streams.model import RowChange
-from streams.packed import pack_row, row_reader, unpack_row
 
 
 def _message(key: bytes, value: bytes) -> tuple[bytes, bytes]:

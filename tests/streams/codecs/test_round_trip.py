@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.model import Bootstrap, Event
 from streams.codecs import codec_for
 from streams.codecs.compression import Compression
 from streams.codecs.simple import SimpleJSONCodec
-from streams.model import Bootstrap, Event
 from tests.streams.codecs.strategies import event_lists, rows
 
 PROTOCOLS = ["open", "craft", "simple", "simple-avro", "canal-json", "debezium"]

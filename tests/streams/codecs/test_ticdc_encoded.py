@@ -23,12 +23,12 @@ from typing import Any
 import orjson
 import pytest
 
+from core.model import DDLEvent, Event, Resolved, RowChange, Value
+from core.packed import unpack_row
 from streams.codecs import Codec, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import OpenProtocolCodec
 from streams.codecs.simple import SimpleJSONCodec
-from streams.model import DDLEvent, Event, Resolved, RowChange, Value
-from streams.packed import unpack_row
 
 # Stream file stem -> the oracle file's name part.
 ORACLES = {

@@ -1,4 +1,4 @@
-"""An in-memory :class:`~streams.staging.StagerStore`: what the stager's unit tests stage into.
+"""An in-memory :class:`~core.staging.StagerStore`: what the stager's unit tests stage into.
 
 It keeps what the stage script keeps (each partition's staged offset, a message at or below it
 skipped) and nothing of Redis itself.
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.model import RowChange
-from streams.staging import FramedMessage, HeldMessage, StagedMessage, TopicPartition
+from core.model import RowChange
+from core.staging import FramedMessage, HeldMessage, StagedMessage, TopicPartition
 
 
 @dataclass

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.model import Op, Resolved, RowChange, column_type
+from core.staging import TopicPartition
 from streams.codecs import codec_for
-from streams.model import Op, Resolved, RowChange, column_type
-from streams.staging import TopicPartition
 
 TP = TopicPartition("topic", 0)
 TS = 449_000_000_000_000_100

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import redis
 
+from core.model import DDLEvent, Resolved, RowChange
+from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
-from streams.model import DDLEvent, Resolved, RowChange
-from streams.staging import Staging, TopicPartition
 from streams.worker.app import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
 from tests.workload import make_rows

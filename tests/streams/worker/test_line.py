@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from config.errors import DecodeError
 from config.settings import OnError
+from core.model import Op, Resolved, RowChange, column_type
+from core.staging import Staging
 from streams.codecs import codec_for
-from streams.model import Op, Resolved, RowChange, column_type
-from streams.staging import Staging
+from streams.schema_store import RedisSchemaStore
 from streams.worker.line import DECODE_PART_MIN, Acknowledge, StagingLine, split
 from streams.worker.stager import MessageStager
 from tests.streams.worker.records import TP, TS, simple_messages
@@ -60,7 +61,7 @@ async def test_the_line_stages_what_the_sync_batch_does(
 ) -> None:
     # The worker's path: decoded in a thread, sent from another, acknowledged once staged.
     bootstrap, dml, watermark, row = simple_messages()
-    schemas = staging.schema_store()
+    schemas = RedisSchemaStore(staging.schemas())
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
     line = StagingLine(_App(), stager)
     acked: list[int] = []

@@ -11,9 +11,10 @@ from hypothesis import strategies as st
 
 from config.errors import DecodeError
 from config.settings import OnError
+from core.model import Op, Resolved, RowChange, column_type
+from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
-from streams.model import Op, Resolved, RowChange, column_type
-from streams.staging import Staging, TopicPartition
+from streams.schema_store import RedisSchemaStore
 from streams.worker.stager import MessageStager
 from tests.streams.worker.memory_store import MemoryStore
 from tests.streams.worker.records import TP, TS, simple_messages
@@ -28,7 +29,7 @@ def staging(staging: Staging) -> Staging:
 @pytest.mark.integration
 def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) -> None:
     bootstrap, dml, watermark, row = simple_messages()
-    schemas = staging.schema_store()
+    schemas = RedisSchemaStore(staging.schemas())
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
     stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
     # Held, not dropped, and the partition's progress stops just short of it.
@@ -40,7 +41,7 @@ def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) ->
     assert staging.global_resolved_ts() == TS + 10
     assert list(staging.release(0, TS + 10)) == [row]
     # A second worker's codec finds the schema in Redis.
-    other = codec_for("simple", staging.schema_store())
+    other = codec_for("simple", RedisSchemaStore(staging.schemas()))
     assert other.decode(None, dml.value) == [row]
 
 

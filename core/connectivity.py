@@ -1,0 +1,126 @@
+"""Checks at start that Kafka and Redis take the configured TLS and credentials.
+
+A wrong CA, a refused login or plaintext against a TLS-only port would otherwise surface as a
+retry loop or a client library's traceback; here each becomes one
+:class:`~config.errors.ConfigError` naming the setting to fix. A service that is merely down is
+not judged here: the processes wait for it as they always have.
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+import redis
+
+from config.errors import ConfigError
+from config.settings import Settings, env_name
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client
+
+# A probe's wait for a broker that accepts TCP but never answers (a TLS port asked in plaintext).
+PROBE_TIMEOUT_MS = 10_000
+
+
+def tls_problem(error: BaseException | None, ca_setting: str, ca: str, where: str) -> str | None:
+    """The message for a TLS failure in ``error`` (or the errors it came from), if it is one;
+    ``ca`` is the CA file the setting names (empty: the system's CAs)."""
+    if not ca:
+        ca_setting += " (not set: the system's CAs)"
+    while error is not None:
+        if isinstance(error, ssl.SSLCertVerificationError):
+            if "mismatch" in (error.verify_message or ""):
+                return (
+                    f"{ca_setting}: the certificate of {where} verifies but names another host "
+                    f"({error.verify_message}); connect by a name the certificate holds"
+                )
+            return (
+                f"{ca_setting}: the certificate of {where} does not verify against it "
+                f"({error.verify_message})"
+            )
+        if isinstance(error, ssl.SSLError):
+            reason = error.reason or error.strerror
+            return f"{ca_setting} and the client certificate: TLS with {where} failed ({reason})"
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def kafka_problem(settings: Settings, error: BaseException) -> str | None:
+    """What a failed connection to the first broker says about the settings (None: nothing)."""
+    from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
+
+    where = f"the broker at {settings.kafka.bootstrap.split(',')[0]}"
+    protocol = settings.kafka.security_protocol
+    found = tls_problem(error, env_name("kafka_ssl_ca"), settings.kafka.ssl_ca, where)
+    if found:
+        return found
+    if isinstance(error, SaslAuthenticationFailed):
+        return (
+            f"{env_name('kafka_sasl_username')} / {env_name('kafka_sasl_password')}: {where} "
+            f"refused the {settings.kafka.sasl_mechanism} login of {settings.kafka.sasl_username!r}"
+        )
+    if isinstance(error, KafkaConnectionError | TimeoutError) and not protocol.tls:
+        return (
+            f"{env_name('kafka_security_protocol')}={protocol}: {where} closed the connection "
+            "or never answered; does its listener take SSL or SASL_SSL?"
+        )
+    return None
+
+
+async def check_kafka(settings: Settings) -> None:
+    """Log in to the first bootstrap server once; a settings problem raises ConfigError."""
+    from aiokafka.conn import create_conn
+
+    options = kafka_options(settings)
+    host, port = settings.kafka.bootstrap.split(",")[0].rsplit(":", 1)
+    security: dict[str, Any] = {
+        k: v for k, v in options.items() if k not in {"bootstrap_servers"} and v is not None
+    }
+    try:
+        conn = await create_conn(host, int(port), request_timeout_ms=PROBE_TIMEOUT_MS, **security)
+    except ConnectionRefusedError:
+        return
+    except Exception as error:
+        found = kafka_problem(settings, error)
+        if found:
+            raise ConfigError(found) from None
+        return
+    conn.close()
+
+
+def redis_problem(settings: Settings, error: BaseException) -> str | None:
+    """What a failed PING says about the Redis settings (None: nothing to say)."""
+    parts = urlsplit(settings.redis.url)
+    where = f"Redis at {parts.hostname}:{parts.port or 6379}"
+    if isinstance(error, redis.AuthenticationError):
+        return (
+            f"{env_name('redis_password')} (or the password in {env_name('redis_url')}): "
+            f"{where} refused the login of {parts.username or 'default'!r}"
+        )
+    found = tls_problem(error, env_name("redis_ssl_ca"), settings.redis.ssl_ca, where)
+    if found:
+        return found
+    if isinstance(error, redis.ConnectionError) and parts.scheme == "redis":
+        cause = error.__cause__ or error.__context__
+        if isinstance(cause, ConnectionResetError | TimeoutError) or "closed" in str(error):
+            return (
+                f"{env_name('redis_url')}: {where} dropped a plaintext connection; "
+                "does it take TLS only (rediss://)?"
+            )
+    if isinstance(error, redis.ResponseError) and "NOAUTH" in str(error):
+        return f"{env_name('redis_password')}: {where} needs a password"
+    return None
+
+
+def check_redis(settings: Settings) -> None:
+    """PING the staging Redis once; a settings problem raises ConfigError."""
+    client = redis_client(settings)
+    try:
+        client.ping()
+    except redis.RedisError as error:
+        found = redis_problem(settings, error)
+        if found:
+            raise ConfigError(found) from None
+    finally:
+        client.close()

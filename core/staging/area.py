@@ -1,0 +1,53 @@
+"""One pipeline's staging area: the writer, the watermark reads and the reader over one client.
+
+Every process holds one :class:`Staging`; its parts live in their own modules (``writer.py``,
+``watermarks.py``, ``reader.py``) and each forms key names only through :class:`Keys`.
+"""
+
+from __future__ import annotations
+
+import redis
+
+from core.staging.keys import Keys
+from core.staging.reader import StagingReader
+from core.staging.schemas import SchemaHash
+from core.staging.watermarks import WatermarkReader
+from core.staging.writer import StagingWriter
+
+
+class Staging(StagingWriter, WatermarkReader, StagingReader):
+    """The staging area of one pipeline in Redis (see docs/architecture.md, "The Redis
+    contract")."""
+
+    def __init__(self, client: redis.Redis, pipeline: str) -> None:
+        keys = Keys(pipeline)
+        StagingWriter.__init__(self, client, keys)
+        WatermarkReader.__init__(self, client, keys)
+        StagingReader.__init__(self, client, keys, self)
+
+    def schemas(self) -> SchemaHash:
+        """The pipeline's schema hash (the Simple protocol's schemas)."""
+        return SchemaHash(self._client, self.keys.schemas)
+
+    def sink_leads(self) -> bool:
+        """Whether a sink holds the pipeline's leader lease now."""
+        return bool(self._client.exists(self.keys.leader))
+
+    def stored_keys(self, keep: frozenset[str] = frozenset()) -> list[bytes]:
+        """Every key the pipeline has in Redis, but those named in ``keep``."""
+        kept = {name.encode() for name in keep}
+        return [k for k in self._client.scan_iter(self.keys.pattern) if k not in kept]
+
+    def delete_keys(self, names: list[bytes]) -> None:
+        """Delete ``names`` (as :meth:`stored_keys` lists them)."""
+        if names:
+            self._client.delete(*names)
+
+    def clear(self) -> None:
+        """Delete every key of the pipeline (tests and benchmarks start clean)."""
+        self.delete_keys(self.stored_keys())
+
+    def restore_leader_epoch(self, epoch: int) -> None:
+        """Set the lease epoch counter, so the next sink leads with a newer epoch than
+        ``epoch`` (``ticdc-sink recover``: the checkpoint recorded it)."""
+        self._client.set(self.keys.leader_epoch, epoch)

@@ -1,0 +1,75 @@
+"""At start, wait for the services a process needs, bounded by ``TICDC_SINK_STARTUP_TIMEOUT``.
+
+Services started beside a worker or a sink (a deployment coming up, a restart) may answer a few
+seconds later than the process; a wrong address never answers. Each service is probed until it
+answers or the timeout runs out; then one error names the service, its address (password masked)
+and the setting.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable
+
+from config.errors import UnreachableError
+from config.settings import Settings, env_name, masked
+from core.outage import RETRY_FIRST_S, Outage, next_delay
+from core.redis_client import redis_client
+
+log = logging.getLogger("ticdc_sink.startup")
+
+# How long one probe of a TCP address may take.
+PROBE_TIMEOUT_S = 3.0
+
+
+def wait_for(name: str, address: str, probe: Callable[[], object], timeout: float) -> None:
+    """Call ``probe`` until it returns, for at most ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = RETRY_FIRST_S
+    outage = Outage(f"{name} at {address}", log)
+    while True:
+        try:
+            probe()
+        except Exception as error:
+            if time.monotonic() + delay > deadline:
+                raise UnreachableError(
+                    f"{name} at {address} did not answer within {env_name('startup_timeout')}="
+                    f"{timeout:g} s ({type(error).__name__}: {error})"
+                ) from None
+            outage.failed(error, "starting")
+            time.sleep(delay)
+            delay = next_delay(delay)
+            continue
+        outage.answered()
+        return
+
+
+def wait_for_redis(settings: Settings) -> None:
+    """Redis answers PING (a Redis still loading its append-only file does not)."""
+    # The process's own client: TLS files and ACL password as every later call uses them.
+    client = redis_client(settings, socket_connect_timeout=PROBE_TIMEOUT_S)
+    try:
+        wait_for(
+            "Redis", masked("redis_url", settings.redis.url), client.ping, settings.startup_timeout
+        )
+    finally:
+        client.close()
+
+
+def wait_for_kafka(settings: Settings) -> None:
+    """One of the Kafka bootstrap servers accepts a connection (Faust does the rest)."""
+
+    def probe() -> None:
+        errors = []
+        for server in settings.kafka.bootstrap.split(","):
+            host, _, port = server.rpartition(":")
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), PROBE_TIMEOUT_S).close()
+                return
+            except OSError as error:
+                errors.append(error)
+        raise errors[-1]
+
+    wait_for("Kafka", settings.kafka.bootstrap, probe, settings.startup_timeout)

@@ -1,0 +1,228 @@
+"""The ways a table's rows are loaded, behind one protocol, and the policy that picks one.
+
+LOAD DATA LOCAL sends CSV written in one native pass (in memory) over the sink's own
+connection; INSERT binds the rows over it; Spark's JDBC writer loads big tables from its
+executors on connections of their own (a Spark job costs ~0.2-0.5 s however small, so only big
+tables pay it back). Those three fill a staging table that the merge then upserts from. Where
+that equals an upsert (:func:`in_place`), LOAD DATA LOCAL loads a table's upserts straight into
+it, in the batch's transaction: REPLACE for a keyed table, a plain append of a key-less table's
+copies (whose deletes still go through the staging table).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Protocol
+
+from config.errors import ApplyError, TransientApplyError
+from config.settings import Downstream
+from core.sql import quote
+from spark_sink.db.dialect import Dialect, bindable
+from spark_sink.db.downstream import Column, TableFacts
+from spark_sink.db.local_infile import serving
+from spark_sink.load.csv_rows import csv_rows
+from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
+from spark_sink.plan import TablePlan
+
+log = logging.getLogger("ticdc_sink.sink")
+
+# The file name a local load asks for: the rows are served from memory under it.
+LOCAL_NAME = "ticdc-sink-rows.csv"
+# Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
+JDBC_BATCH_SIZE = 5_000
+# Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
+LOST_CONNECTION_MARKERS = (
+    "SQLNonTransientConnectionException",
+    "SQLTransientConnectionException",
+    "Connection reset",
+    "Communications link failure",
+    "Could not connect",
+    "Connection refused",
+)
+# Spark's words for a load whose executor died under it (a killed JVM, a lost worker).
+LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
+
+
+# The summary a server sends after LOAD DATA.
+_LOAD_INFO = re.compile(r"Records: (\d+)\s+Deleted: \d+\s+Skipped: (\d+)")
+
+
+class LoadPath(StrEnum):
+    """How a table's rows are loaded."""
+
+    SPARK = "spark"
+    IN_PLACE = "in-place"
+    LOAD_DATA = "load-data"
+    INSERT = "insert"
+
+
+def load_path(
+    rows: int, spark_min_rows: int, load_data_local: bool, in_place: bool = False
+) -> LoadPath:
+    """The way to load a table's ``rows`` rows. Where the server and the sink allow LOAD DATA
+    LOCAL (``load_data_local``) and the rows may load straight into the table (``in_place``),
+    that: any staging table is more work for the downstream (its merge alone costs what the
+    load in place does), however many executors fill it. Else into a staging table: by Spark
+    from ``spark_min_rows`` rows (TICDC_SINK_SPARK_MIN_ROWS), else LOAD DATA LOCAL where
+    allowed, else INSERT."""
+    if load_data_local and in_place:
+        return LoadPath.IN_PLACE
+    if rows >= spark_min_rows:
+        return LoadPath.SPARK
+    return LoadPath.LOAD_DATA if load_data_local else LoadPath.INSERT
+
+
+def in_place(plan: TablePlan, keyed: bool, target: list[Column], facts: TableFacts) -> bool:
+    """Whether a batch's upserts of a table (``plan``) may load straight into it, the same as
+    upserting them from a staging table. Only when the batch sets every column the table stores
+    (``target``; a loaded row keeps nothing of an old one), and then:
+
+    - a table with its key downstream (``keyed``) replaces rows when that key is its primary or
+      a unique key and no foreign key or trigger sees the replace as a delete. Other unique keys
+      may be taken by rows the batch moves away: a replace removes those rows, which the batch
+      then writes again, where an upsert would overwrite the wrong row;
+    - a table without a key upstream appends its rows' copies when it has no unique key
+      downstream either (an upsert of such a table only ever inserts)."""
+    if not all(column.name in plan.columns for column in target):
+        return False
+    if keyed:
+        if facts.referenced or facts.triggers:
+            return False
+        return frozenset(plan.key_columns) in facts.unique_keys
+    return plan.keyless and not facts.unique_keys
+
+
+class Loader(Protocol):
+    """Fills an emptied staging table with a table's staged rows."""
+
+    def load(self, cursor: Any, item: StagedTable) -> None: ...
+
+
+class InsertLoader:
+    """Binds the rows into multi-row INSERTs over the sink's connection (in its transaction)."""
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        names = ", ".join(quote(c.name) for c in item.columns) + f", {quote(DELETE_FLAG)}"
+        marks = ", ".join(["%s"] * (len(item.columns) + 1))
+        cursor.executemany(
+            bindable(f"INSERT INTO {item.stage} ({names})") + f" VALUES ({marks})",
+            staging_rows(item),
+        )
+
+
+@dataclass(frozen=True)
+class LoadDataLoader:
+    """Sends a CSV file over the sink's connection (in its transaction): no per-value escaping
+    in Python. Binary cells travel as hex (CSV is text) and are unhexed by the server."""
+
+    dialect: Dialect
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        load_csv(cursor, self.dialect, item, into_target=False)
+
+
+def load_in_place(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
+    """LOAD DATA LOCAL of ``item``'s upserts straight into its target (in the batch's
+    transaction): REPLACE for a keyed table, an append for a key-less one; returns the rows."""
+    return load_csv(cursor, dialect, item.only_upserts(), into_target=True)
+
+
+def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool) -> int:
+    """Write ``item``'s images as CSV and LOAD DATA LOCAL them: into its staging table with
+    their delete flags, or (``into_target``) into its target, which has no flag column,
+    replacing rows by key when the table is keyed; returns the rows loaded."""
+    table = item.target if into_target else item.stage
+    rows, hexed = csv_rows(item.images, item.columns, None if into_target else item.flags())
+    targets, assignments = [], []
+    for index, (column, as_hex) in enumerate(zip(item.columns, hexed, strict=True)):
+        if as_hex:
+            targets.append(f"@h{index}")
+            assignments.append(f"{quote(column.name)} = UNHEX(@h{index})")
+        elif into_target and column.by_number:
+            # Straight into the target: the CSV's text would be the BIT's bytes, the ENUM's name.
+            targets.append(f"@n{index}")
+            assignments.append(f"{quote(column.name)} = CAST(@n{index} AS UNSIGNED)")
+        else:
+            targets.append(quote(column.name))
+    if not into_target:
+        targets.append(quote(DELETE_FLAG))
+    # The rows never touch the disk: the connection sends them when the server asks for the name.
+    with serving(cursor.connection, LOCAL_NAME, rows):
+        # No bound parameters: a '%' in an identifier stays as it is.
+        affected = cursor.execute(
+            dialect.load_data_local(
+                LOCAL_NAME, table, targets, assignments, into_target and item.keyed
+            )
+        )
+    loaded, skipped = _loaded(cursor.connection.info, affected)
+    # LOCAL loads turn what strict mode would refuse (a value too long, a bad date) into
+    # warnings and store a clipped value: refuse the batch as an INSERT would.
+    problems = []
+    if cursor.warning_count:
+        cursor.execute("SHOW WARNINGS")
+        problems = [w for w in cursor.fetchall() if w[0] != "Note"]
+    if problems or skipped or loaded != len(item.images):
+        shown = "; ".join(f"{code} {message}" for _, code, message in problems[:3])
+        raise ApplyError(
+            f"loading {item.plan.schema}.{item.plan.table} ({loaded} of {len(item.images)} "
+            f"rows): {shown or 'rows missing'}"
+        )
+    return loaded
+
+
+def _loaded(info: str, affected: int) -> tuple[int, int]:
+    """The rows a LOAD DATA read and skipped, from the server's summary (a replaced row counts
+    twice in the affected rows), or the affected rows when the server sent no summary."""
+    found = _LOAD_INFO.search(info)
+    if found is None:
+        return affected, 0
+    return int(found.group(1)), int(found.group(2))
+
+
+@dataclass(frozen=True)
+class SparkLoader:
+    """Loads through Spark's JDBC writer; its executors commit on connections of their own."""
+
+    spark: Callable[[], Any]
+    downstream: Downstream
+    meta_db: str
+    dialect: Dialect
+
+    def load(self, cursor: Any, item: StagedTable) -> None:
+        import pyarrow as pa
+
+        from spark_sink.load.spark_session import jdbc_options, spark_frame
+
+        arrays = [arrow_column(column, item.values(column)) for column in item.columns]
+        arrays.append(pa.array(item.flags(), pa.int32()))
+        names = [c.name for c in item.columns] + [DELETE_FLAG]
+        # Positional names in Arrow and Parquet; the real ones (any characters) only in Spark.
+        table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+        options = jdbc_options(self.downstream, self.meta_db, self.dialect.jdbc_batching())
+        options |= self.dialect.spark_write_options()
+        with tempfile.TemporaryDirectory(prefix="ticdc-sink-spark-") as scratch:
+            frame = spark_frame(self.spark(), table, scratch).toDF(*names)
+            try:
+                (
+                    frame.write.format("jdbc")
+                    .options(
+                        **options, dbtable=quote(item.stage_name), batchsize=str(JDBC_BATCH_SIZE)
+                    )
+                    .mode("append")
+                    .save()
+                )
+            except Exception as error:
+                if any(marker in str(error) for marker in LOST_CONNECTION_MARKERS):
+                    raise TransientApplyError(
+                        f"Spark load of {item.stage} lost its connection"
+                    ) from error
+                if any(marker in str(error) for marker in LOST_EXECUTOR_MARKERS):
+                    raise TransientApplyError(
+                        f"Spark load of {item.stage} lost an executor"
+                    ) from error
+                raise

@@ -1,0 +1,69 @@
+"""How a failed connection becomes one line naming the setting to fix."""
+
+from __future__ import annotations
+
+import ssl
+
+import redis
+from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
+
+from config.settings import load_settings
+from core.connectivity import kafka_problem, redis_problem, tls_problem
+
+
+def _verify_error(message: str) -> ssl.SSLCertVerificationError:
+    error = ssl.SSLCertVerificationError(1, message)
+    error.verify_message = message
+    return error
+
+
+def test_a_certificate_problem_names_the_ca_setting_even_when_wrapped() -> None:
+    wrapped = ConnectionError("network")
+    wrapped.__context__ = _verify_error("self-signed certificate in certificate chain")
+    found = tls_problem(wrapped, "TICDC_SINK_REDIS_SSL_CA", "/ca.pem", "Redis at h:1")
+    assert found == (
+        "TICDC_SINK_REDIS_SSL_CA: the certificate of Redis at h:1 does not verify against it "
+        "(self-signed certificate in certificate chain)"
+    )
+    unset = tls_problem(_verify_error("x"), "TICDC_SINK_KAFKA_SSL_CA", "", "b")
+    assert unset is not None and "(not set: the system's CAs)" in unset
+    mismatch = tls_problem(
+        _verify_error("Hostname mismatch, certificate is not valid for 'x'."),
+        "TICDC_SINK_KAFKA_SSL_CA",
+        "/ca.pem",
+        "the broker at x:9093",
+    )
+    assert mismatch is not None and "names another host" in mismatch
+    assert tls_problem(ConnectionRefusedError(), "S", "/ca.pem", "w") is None
+
+
+def test_kafka_login_and_protocol_problems_name_their_settings() -> None:
+    sasl = load_settings(
+        environ={
+            "TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+            "TICDC_SINK_KAFKA_SASL_USERNAME": "app",
+            "TICDC_SINK_KAFKA_SASL_PASSWORD": "hunter2",
+        }
+    )
+    refused = kafka_problem(sasl, SaslAuthenticationFailed("invalid credentials"))
+    assert refused is not None
+    assert refused.startswith("TICDC_SINK_KAFKA_SASL_USERNAME / TICDC_SINK_KAFKA_SASL_PASSWORD")
+    assert "hunter2" not in refused
+    closed = kafka_problem(sasl, KafkaConnectionError("closed"))
+    assert closed is not None and closed.startswith(
+        "TICDC_SINK_KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT"
+    )
+    assert kafka_problem(sasl, OSError("unreachable")) is None
+
+
+def test_redis_login_and_plaintext_problems_name_their_settings() -> None:
+    settings = load_settings(environ={"TICDC_SINK_REDIS_URL": "redis://app:hunter2@r:6380/0"})
+    refused = redis_problem(settings, redis.AuthenticationError("invalid password"))
+    assert refused is not None and refused.startswith("TICDC_SINK_REDIS_PASSWORD")
+    assert "hunter2" not in refused
+    dropped = redis.ConnectionError("network")
+    dropped.__context__ = ConnectionResetError(104, "reset")
+    found = redis_problem(settings, dropped)
+    assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
+    assert "rediss://" in found
+    assert redis_problem(settings, redis.ConnectionError("refused")) is None
