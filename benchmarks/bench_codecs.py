@@ -26,7 +26,7 @@ import orjson
 from core.native import native_module
 from streams.codecs import Codec, codec_for
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
-from streams.codecs.simple import avro_schema
+from streams.codecs.simple_avro import avro_schema
 from tests.workload import make_rows
 
 

@@ -30,7 +30,7 @@ def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> C
 
         return SimpleJSONCodec(schemas)
     if protocol is Protocol.SIMPLE_AVRO:
-        from streams.codecs.simple import SimpleAvroCodec
+        from streams.codecs.simple_avro import SimpleAvroCodec
 
         return SimpleAvroCodec(schemas)
     if protocol is Protocol.DEBEZIUM:

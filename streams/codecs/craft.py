@@ -37,192 +37,42 @@ from core.model import (
 )
 from core.native import native_model
 from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
+from streams.codecs.craft_wire import (
+    FLOAT64,
+    PROTOCOL,
+    Reader,
+    Writer,
+    reversed_uvarint,
+    uvarint,
+    varint,
+)
 from streams.codecs.values import as_bytes, text_or_bytes
 
 if TYPE_CHECKING:
     from ticdc_sink_native import CraftDecoder
 
-PROTOCOL = "craft"
 VERSION = 1
 TYPE_ROW, TYPE_DDL, TYPE_RESOLVED = 1, 2, 3
 GROUP_NEW, GROUP_OLD = 1, 2
 NULL_ID = -1
-# A uvarint of a uint64 takes at most 10 bytes.
-MAX_VARINT_BYTES = 10
-_MASK64 = (1 << 64) - 1
-_FLOAT64 = struct.Struct("<d")
-
-
-class _Reader:
-    """Cursor over one region of a message; every error names the absolute byte offset."""
-
-    __slots__ = ("data", "end", "pos")
-
-    def __init__(self, data: bytes, start: int, end: int) -> None:
-        self.data = data
-        self.pos = start
-        self.end = end
-
-    def fail(self, reason: str, event: int | None = None) -> DecodeError:
-        return DecodeError(PROTOCOL, reason, event_index=event, where=f"byte {self.pos}")
-
-    def remaining(self) -> int:
-        return self.end - self.pos
-
-    def byte(self) -> int:
-        if self.pos >= self.end:
-            raise self.fail("buffer underflow reading a byte")
-        value = self.data[self.pos]
-        self.pos += 1
-        return value
-
-    def uvarint(self) -> int:
-        data, pos, end = self.data, self.pos, self.end
-        if pos < end and data[pos] < 0x80:
-            # Most varints (lengths, term ids, small numbers) are one byte.
-            self.pos = pos + 1
-            return data[pos]
-        result = shift = 0
-        for count in range(MAX_VARINT_BYTES):
-            if pos >= end:
-                raise self.fail("buffer underflow inside a varint")
-            byte = data[pos]
-            pos += 1
-            if byte < 0x80:
-                if count == MAX_VARINT_BYTES - 1 and byte > 1:
-                    raise self.fail("varint overflows 64 bits")
-                self.pos = pos
-                return result | byte << shift
-            result |= (byte & 0x7F) << shift
-            shift += 7
-        raise self.fail("varint longer than 10 bytes")
-
-    def varint(self) -> int:
-        raw = self.uvarint()
-        return (raw >> 1) ^ -(raw & 1)
-
-    def length(self, what: str, nullable: bool = False) -> int:
-        size = self.varint() if nullable else self.uvarint()
-        if nullable and size == -1:
-            return -1
-        if size < 0 or size > self.remaining():
-            raise self.fail(f"{what} length {size} runs past the end ({self.remaining()} left)")
-        return size
-
-    def count(self, what: str) -> int:
-        """An element count: each element takes at least one byte, which bounds allocation."""
-        size = self.uvarint()
-        if size > self.remaining():
-            raise self.fail(f"{what} count {size} exceeds the {self.remaining()} bytes left")
-        return size
-
-    def take(self, size: int) -> bytes:
-        if size > self.remaining():
-            raise self.fail(f"need {size} bytes, {self.remaining()} left")
-        chunk = self.data[self.pos : self.pos + size]
-        self.pos += size
-        return chunk
-
-    def uvarint_chunk(self, size: int) -> list[int]:
-        # Inlined one-byte fast path: chunks hold most of a message's varints.
-        data, pos, end = self.data, self.pos, self.end
-        values = []
-        for _ in range(size):
-            if pos < end and data[pos] < 0x80:
-                values.append(data[pos])
-                pos += 1
-            else:
-                self.pos = pos
-                values.append(self.uvarint())
-                pos = self.pos
-        self.pos = pos
-        return values
-
-    def varint_chunk(self, size: int) -> list[int]:
-        return [(raw >> 1) ^ -(raw & 1) for raw in self.uvarint_chunk(size)]
-
-    def delta_uvarint_chunk(self, size: int) -> list[int]:
-        values = []
-        last = 0
-        for index, delta in enumerate(self.uvarint_chunk(size)):
-            last = delta if index == 0 else (last + delta) & _MASK64
-            values.append(last)
-        return values
-
-    def delta_varint_chunk(self, size: int) -> list[int]:
-        values = []
-        last = 0
-        for index, delta in enumerate(self.varint_chunk(size)):
-            last = delta if index == 0 else _wrap64(last + delta)
-            values.append(last)
-        return values
-
-    def nullable_bytes_chunk(self, size: int) -> list[bytes | None]:
-        lengths = self.varint_chunk(size)
-        data, pos, end = self.data, self.pos, self.end
-        values: list[bytes | None] = []
-        for length in lengths:
-            if length == -1:
-                values.append(None)
-                continue
-            if length < 0 or length > end - pos:
-                self.pos = pos
-                raise self.fail(f"value length {length} runs past the end ({end - pos} left)")
-            values.append(data[pos : pos + length])
-            pos += length
-        self.pos = pos
-        return values
-
-    def string_chunk(self, size: int) -> list[str]:
-        lengths = [self.length("term") for _ in range(size)]
-        out = []
-        for n in lengths:
-            start = self.pos
-            try:
-                out.append(self.take(n).decode("utf-8"))
-            except UnicodeDecodeError:
-                self.pos = start
-                raise self.fail("term is not UTF-8") from None
-        return out
-
-
-def _wrap64(value: int) -> int:
-    value &= _MASK64
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _reversed_uvarint(data: bytes) -> tuple[int, int]:
-    """The uvarint at the end of ``data`` written most significant group first; (value, bytes)."""
-    result = shift = 0
-    pos = len(data) - 1
-    for count in range(MAX_VARINT_BYTES):
-        if pos < 0:
-            break
-        byte = data[pos]
-        if byte < 0x80:
-            return result | byte << shift, count + 1
-        result |= (byte & 0x7F) << shift
-        shift += 7
-        pos -= 1
-    raise DecodeError(PROTOCOL, "bad size-table length at the end of the message", where="end")
 
 
 class _Message:
     """The parsed frame of a message: size tables, term dictionary and each region's offsets."""
 
     def __init__(self, data: bytes) -> None:
-        head = _Reader(data, 0, len(data))
+        head = Reader(data, 0, len(data))
         version = head.uvarint()
         if version != VERSION:
             raise DecodeError(PROTOCOL, f"unsupported version {version}", where="byte 0")
-        tables_size, tail = _reversed_uvarint(data)
+        tables_size, tail = reversed_uvarint(data)
         tables_end = len(data) - tail
         tables_start = tables_end - tables_size
         if tables_start < head.pos:
             raise DecodeError(
                 PROTOCOL, "size tables overlap the header", where=f"byte {tables_end}"
             )
-        reader = _Reader(data, tables_start, tables_end)
+        reader = Reader(data, tables_start, tables_end)
         self.tables: list[list[int]] = []
         while reader.remaining():
             self.tables.append(reader.delta_varint_chunk(reader.count("size table")))
@@ -247,7 +97,7 @@ class _Message:
             self.body_offsets.append(self.body_offsets[-1] + size)
         self.terms: list[str] = []
         if dict_size:
-            terms = _Reader(data, dict_start, dict_start + dict_size)
+            terms = Reader(data, dict_start, dict_start + dict_size)
             self.terms = terms.string_chunk(terms.count("term dictionary"))
 
     @property
@@ -281,7 +131,7 @@ def _decode_value(kind: ColumnType, raw: bytes | None, name: str, event: int) ->
 def _raw_uvarint(raw: bytes) -> int:
     if len(raw) == 1 and raw[0] < 0x80:
         return raw[0]
-    return _Reader(raw, 0, len(raw)).uvarint()
+    return Reader(raw, 0, len(raw)).uvarint()
 
 
 def _raw_varint(raw: bytes) -> int:
@@ -290,7 +140,7 @@ def _raw_varint(raw: bytes) -> int:
 
 
 def _raw_float(raw: bytes) -> float:
-    return float(_FLOAT64.unpack(raw)[0])
+    return float(FLOAT64.unpack(raw)[0])
 
 
 def _utf8(raw: bytes) -> str:
@@ -339,62 +189,18 @@ def _encode_value(kind: ColumnType, value: Value, name: str) -> bytes | None:
     mysql_type = kind.mysql_type
     try:
         if mysql_type in INTEGER_TYPES:
-            return _uvarint(value) if kind.is_unsigned else _varint(value)  # type: ignore[arg-type]
+            return uvarint(value) if kind.is_unsigned else varint(value)  # type: ignore[arg-type]
         if mysql_type == MySQLType.YEAR:
-            return _varint(value)  # type: ignore[arg-type]
+            return varint(value)  # type: ignore[arg-type]
         if mysql_type in (MySQLType.BIT, MySQLType.ENUM, MySQLType.SET):
-            return _uvarint(value)  # type: ignore[arg-type]
+            return uvarint(value)  # type: ignore[arg-type]
         if mysql_type in FLOAT_TYPES:
-            return _FLOAT64.pack(value)
+            return FLOAT64.pack(value)
         if mysql_type in NULL_TYPES:
             return None
         return as_bytes(value)  # type: ignore[arg-type]
     except (TypeError, struct.error, AttributeError) as exc:
         raise EncodeError(f"column {name}: cannot encode {value!r} as type {mysql_type}") from exc
-
-
-def _uvarint(value: int) -> bytes:
-    if not 0 <= value <= _MASK64:
-        raise TypeError("out of uint64 range")
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    if not -(1 << 63) <= value < 1 << 63:
-        raise TypeError("out of int64 range")
-    return _uvarint(((value << 1) ^ (value >> 63)) & _MASK64)
-
-
-class _Writer:
-    __slots__ = ("out",)
-
-    def __init__(self) -> None:
-        self.out = bytearray()
-
-    def uvarint(self, value: int) -> None:
-        self.out += _uvarint(value)
-
-    def varint(self, value: int) -> None:
-        self.out += _varint(value)
-
-    def delta_uvarint_chunk(self, values: Sequence[int]) -> None:
-        last = values[0]
-        self.uvarint(last)
-        for value in values[1:]:
-            self.uvarint((value - last) & _MASK64)
-            last = value
-
-    def delta_varint_chunk(self, values: Sequence[int]) -> None:
-        last = values[0]
-        self.varint(last)
-        for value in values[1:]:
-            self.varint(_wrap64(value - last))
-            last = value
 
 
 class _Terms:
@@ -429,7 +235,7 @@ class CraftCodec(PackingCodec):
             raise DecodeError(PROTOCOL, "empty message", where="byte 0")
         message = _Message(bytes(value))
         count = message.count
-        header = _Reader(message.data, message.header_start, message.body_start)
+        header = Reader(message.data, message.header_start, message.body_start)
         timestamps = header.delta_uvarint_chunk(count)
         types = header.uvarint_chunk(count)
         partitions = header.delta_varint_chunk(count)
@@ -440,7 +246,7 @@ class CraftCodec(PackingCodec):
         events: list[Event] = []
         rows = 0
         for index in range(count):
-            body = _Reader(
+            body = Reader(
                 message.data, message.body_offsets[index], message.body_offsets[index + 1]
             )
             kind = types[index]
@@ -481,14 +287,14 @@ class CraftCodec(PackingCodec):
 
     @staticmethod
     def _row(
-        body: _Reader, group_sizes: list[int], message: _Message, index: int
+        body: Reader, group_sizes: list[int], message: _Message, index: int
     ) -> tuple[Op, dict[str, ColumnType], dict[str, Value] | None, dict[str, Value] | None]:
         columns: dict[str, ColumnType] = {}
         images: dict[int, dict[str, Value]] = {}
         for size in group_sizes:
             if size < 0 or size > body.remaining():
                 raise body.fail(f"column group of {size} bytes does not fit its event", index)
-            group = _Reader(body.data, body.pos, body.pos + size)
+            group = Reader(body.data, body.pos, body.pos + size)
             body.pos += size
             group_type = group.byte()
             if group_type not in (GROUP_NEW, GROUP_OLD):
@@ -543,9 +349,9 @@ class CraftCodec(PackingCodec):
 
 
 def _finish(
-    headers: _Writer, bodies: list[bytes], terms: _Terms, group_tables: list[list[int]]
+    headers: Writer, bodies: list[bytes], terms: _Terms, group_tables: list[list[int]]
 ) -> KafkaMessage:
-    out = _Writer()
+    out = Writer()
     out.uvarint(VERSION)
     out.out += headers.out
     for body in bodies:
@@ -563,14 +369,14 @@ def _finish(
     for table in tables:
         out.uvarint(len(table))
         out.delta_varint_chunk(table)
-    size = _uvarint(len(out.out) - size_start)
+    size = uvarint(len(out.out) - size_start)
     out.out += size[::-1]
     return KafkaMessage(b"", bytes(out.out))
 
 
 def _encode_single(ts: int, kind: int, ddl: DDLEvent | None) -> KafkaMessage:
     terms = _Terms()
-    headers = _Writer()
+    headers = Writer()
     headers.delta_uvarint_chunk([ts])
     headers.uvarint(kind)
     headers.delta_varint_chunk([NULL_ID])
@@ -578,7 +384,7 @@ def _encode_single(ts: int, kind: int, ddl: DDLEvent | None) -> KafkaMessage:
     table = ddl.table or None if ddl else None
     headers.delta_varint_chunk([terms.id(schema)])
     headers.delta_varint_chunk([terms.id(table)])
-    body = _Writer()
+    body = Writer()
     if ddl is not None:
         query = ddl.query.encode()
         body.uvarint(int(ddl.ddl_type))
@@ -589,7 +395,7 @@ def _encode_single(ts: int, kind: int, ddl: DDLEvent | None) -> KafkaMessage:
 
 def _encode_rows(rows: list[RowChange]) -> KafkaMessage:
     terms = _Terms()
-    headers = _Writer()
+    headers = Writer()
     headers.delta_uvarint_chunk([row.commit_ts for row in rows])
     for _ in rows:
         headers.uvarint(TYPE_ROW)
@@ -617,7 +423,7 @@ def _encode_rows(rows: list[RowChange]) -> KafkaMessage:
 def _encode_group(
     group_type: int, image: dict[str, Value], columns: dict[str, ColumnType], terms: _Terms
 ) -> bytes:
-    writer = _Writer()
+    writer = Writer()
     writer.out.append(group_type)
     writer.uvarint(len(image))
     writer.delta_varint_chunk([terms.id(name) for name in image])

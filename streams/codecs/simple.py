@@ -1,4 +1,5 @@
-"""TiCDC Simple protocol, JSON and Avro: one event per message, DML typed by table schemas.
+"""TiCDC Simple protocol: one event per message, DML typed by table schemas; the JSON encoding
+(the Avro one, ``simple_avro.py``, shares this module's codec base).
 
 DML values are typed from the table schema of the message's ``(database, table, schemaVersion)``,
 which BOOTSTRAP and DDL messages announce. In JSON every value is a string (binary ones base64,
@@ -8,12 +9,8 @@ as the int64 reinterpretation of its bits.
 
 from __future__ import annotations
 
-import functools
-import io
-import json
 from collections.abc import Callable, Sequence
 from functools import cache
-from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
@@ -47,22 +44,21 @@ from streams.codecs.simple_schema import (
     schema_from_types,
     table_schema_json,
 )
-from streams.codecs.values import b64decode, b64encode, format_float, text_or_bytes
+from streams.codecs.values import b64decode, b64encode, format_float
 
 if TYPE_CHECKING:
     from ticdc_sink_native import SimpleDecoder
 
 VERSION = 1
-_MASK64 = (1 << 64) - 1
-_DML_TYPES = {"INSERT": Op.INSERT, "UPDATE": Op.UPDATE, "DELETE": Op.DELETE}
-_DDL_TYPES = frozenset(
+MASK64 = (1 << 64) - 1
+DML_TYPES = {"INSERT": Op.INSERT, "UPDATE": Op.UPDATE, "DELETE": Op.DELETE}
+DDL_TYPES = frozenset(
     {"CREATE", "RENAME", "CINDEX", "DINDEX", "ERASE", "TRUNCATE", "ALTER", "QUERY"}
 )
 # TiDB action codes and the Simple DDL type each one is announced as (the rest are QUERY).
 _ACTION_TYPES = {3: "CREATE", 14: "RENAME", 7: "CINDEX", 9: "CINDEX", 32: "CINDEX", 8: "DINDEX"}
 _ACTION_TYPES |= {10: "DINDEX", 33: "DINDEX", 4: "ERASE", 11: "TRUNCATE"}
 _ACTION_TYPES |= dict.fromkeys((5, 6, 12, 13, 15, 17, 18, 19, 20, 22, 23), "ALTER")
-_AVRO_NAMESPACE = "com.pingcap.simple.avro."
 # A stand-in type for a column a schema-less decode knows nothing of.
 _UNTYPED = column_type(MySQLType.VARCHAR)
 
@@ -70,12 +66,12 @@ _UNTYPED = column_type(MySQLType.VARCHAR)
 def _uint64(value: Any, field: str) -> int:
     if value.__class__ is not int:
         raise ValueError(f"'{field}' must be an integer")
-    if not -(1 << 63) <= value <= _MASK64:
+    if not -(1 << 63) <= value <= MASK64:
         raise ValueError(f"'{field}' is out of the 64-bit range")
-    return value & _MASK64
+    return value & MASK64
 
 
-class _SimpleCodec(Codec):
+class SimpleCodec(Codec):
     """What the JSON and Avro encodings share: message semantics, schemas, typing of values."""
 
     avro: ClassVar[bool]
@@ -125,15 +121,15 @@ class _SimpleCodec(Codec):
         if kind == "BOOTSTRAP":
             table = self._remember(parse_table_schema(message["tableSchema"]))
             return Bootstrap(table, int(message.get("buildTs") or 0))
-        if kind in _DML_TYPES:
+        if kind in DML_TYPES:
             location = message.get("claimCheckLocation")
             if location:
                 # TiCDC stored the whole message there; this one holds only the handle key.
                 if location.__class__ is not str:
                     raise ValueError("'claimCheckLocation' must be a string")
                 return ClaimCheck(location)
-            return self._row(message, _DML_TYPES[kind])
-        if kind in _DDL_TYPES:
+            return self._row(message, DML_TYPES[kind])
+        if kind in DDL_TYPES:
             return self._ddl(message, kind)
         raise DecodeError(self.protocol, f"unknown message type {kind!r}", where="type")
 
@@ -378,7 +374,7 @@ def _json_reader(kind: ColumnType) -> Callable[[Any], Value]:
     return _json_text
 
 
-class SimpleJSONCodec(_SimpleCodec):
+class SimpleJSONCodec(SimpleCodec):
     """Simple protocol with ``encoding-format = "json"``."""
 
     protocol = "simple"
@@ -433,121 +429,3 @@ class SimpleJSONCodec(_SimpleCodec):
         if isinstance(value, float):
             return format_float(value, single=kind.mysql_type == MySQLType.FLOAT)
         return str(value)
-
-
-# --- Avro ------------------------------------------------------------------------------------
-
-
-@cache
-def avro_schema() -> Any:
-    """The Simple protocol's Avro schema, parsed once: TiCDC's whole top-level union of 12
-    records (``message.json`` in tiflow's pkg/sink/codec/simple), not just its ``Message``."""
-    import fastavro
-
-    text = resources.files("streams.codecs").joinpath("simple_avro_schema.json").read_text()
-    return fastavro.parse_schema(json.loads(text))
-
-
-# TiCDC's encoder writes every message with the whole union as its schema (goavro's
-# BinaryFromNative of ``{"com.pingcap.simple.avro.Message": ...}``), so each message starts with
-# the zigzag varint of the union branch: 11, the ``Message`` record, is the byte 0x16.
-_AVRO_MESSAGE = _AVRO_NAMESPACE + "Message"
-
-
-_UNSIGNED_INDEX_TYPES = frozenset({MySQLType.BIT, MySQLType.ENUM, MySQLType.SET})
-
-
-def _avro_value(kind: ColumnType, raw: Any) -> Value:
-    if raw.__class__ is tuple:
-        name, record = raw
-        if name == _AVRO_NAMESPACE + "UnsignedBigint":
-            return int(record["value"]) & _MASK64
-        return str(record["value"])  # Timestamp
-    if raw.__class__ is bytes and not kind.is_binary:
-        return text_or_bytes(raw)
-    if raw.__class__ is float and kind.mysql_type == MySQLType.FLOAT:
-        return float(format_float(raw, single=True))
-    if raw.__class__ is int and (
-        kind.mysql_type in _UNSIGNED_INDEX_TYPES
-        or (kind.is_unsigned and kind.mysql_type in INTEGER_TYPES)
-    ):
-        return int(raw) & _MASK64
-    return raw  # type: ignore[no-any-return]
-
-
-class SimpleAvroCodec(_SimpleCodec):
-    """Simple protocol, ``encoding-format = "avro"``: plain Avro binary, no registry framing."""
-
-    protocol = "simple-avro"
-    avro = True
-
-    def _load(self, value: bytes) -> dict[str, Any]:
-        import fastavro
-
-        try:
-            message: Any = fastavro.schemaless_reader(
-                io.BytesIO(value),
-                avro_schema(),
-                None,
-                return_record_name=True,
-                return_record_name_override=True,
-            )
-        except Exception as exc:  # fastavro raises many kinds on corrupt input
-            raise DecodeError(self.protocol, f"not a Simple Avro message: {exc!r}") from None
-        branch, message = message
-        if branch != _AVRO_MESSAGE:
-            raise DecodeError(
-                self.protocol,
-                f"top-level union branch is {branch}, not {_AVRO_MESSAGE}",
-                where="byte 0",
-            )
-        _, payload = message["payload"]
-        if message["type"] in ("DML", "DDL"):
-            return dict(payload)
-        return {**payload, "type": message["type"]}
-
-    def _reader(self, kind: ColumnType) -> Callable[[Any], Value]:
-        return functools.partial(_avro_value, kind)
-
-    def _dump(self, message: dict[str, Any]) -> bytes:
-        import fastavro
-
-        kind = message["type"]
-        if kind in _DDL_TYPES:
-            wrapper = "DDL"
-        elif kind in _DML_TYPES:
-            wrapper = "DML"
-        else:
-            wrapper = kind
-        record = {k: _signed(v) if k in _LONG_FIELDS else v for k, v in message.items()}
-        payload = (_AVRO_NAMESPACE + _AVRO_RECORDS[wrapper], record)
-        out = io.BytesIO()
-        wrapped = {"type": wrapper, "payload": payload}
-        fastavro.schemaless_writer(out, avro_schema(), (_AVRO_MESSAGE, wrapped))
-        return out.getvalue()
-
-    def _untyped(self, kind: ColumnType, value: Value) -> Any:
-        if value is None:
-            return None
-        if kind.mysql_type == MySQLType.TIMESTAMP:
-            return (_AVRO_NAMESPACE + "Timestamp", {"location": "UTC", "value": value})
-        if isinstance(value, int):
-            if kind.mysql_type == MySQLType.LONGLONG and kind.is_unsigned:
-                return (_AVRO_NAMESPACE + "UnsignedBigint", {"value": _signed(value)})
-            # Unsigned values travel as the int64 with the same bits, as TiCDC writes them.
-            return ("long", _signed(value))
-        if isinstance(value, float):
-            return ("float" if kind.mysql_type == MySQLType.FLOAT else "double", value)
-        if isinstance(value, bytes):
-            return ("bytes", value)
-        return ("string", value)
-
-
-_AVRO_RECORDS = {"WATERMARK": "Watermark", "BOOTSTRAP": "Bootstrap", "DDL": "DDL", "DML": "DML"}
-_LONG_FIELDS = frozenset({"commitTs", "schemaVersion", "buildTs"})
-
-
-def _signed(value: Any) -> Any:
-    if isinstance(value, int) and value >= 1 << 63:
-        return value - (1 << 64)
-    return value

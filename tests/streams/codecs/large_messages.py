@@ -58,7 +58,7 @@ def _simple_patch(codec: Codec, message: KafkaMessage, fields: dict[str, Any]) -
         return KafkaMessage(None, orjson.dumps({**orjson.loads(message.value), **fields}))
     import fastavro
 
-    from streams.codecs.simple import avro_schema
+    from streams.codecs.simple_avro import avro_schema
 
     # TiCDC writes the schema's whole union: the message reads back as (branch name, record).
     branch, record = fastavro.schemaless_reader(

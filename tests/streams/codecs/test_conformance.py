@@ -13,7 +13,7 @@ from streams.codecs.canal_json import CanalJSONCodec
 from streams.codecs.craft import CraftCodec
 from streams.codecs.event_json import event_json
 from streams.codecs.open_protocol import OpenProtocolCodec
-from streams.codecs.simple import SimpleAvroCodec, avro_schema
+from streams.codecs.simple_avro import SimpleAvroCodec, avro_schema
 
 DATA = Path(__file__).parent / "data"
 

@@ -9,7 +9,8 @@ from core.model import ClaimCheck, ColumnFlag, MySQLType, Op, RowChange, column_
 from streams.codecs import Codec
 from streams.codecs.canal_json import CanalJSONCodec
 from streams.codecs.open_protocol import OpenProtocolCodec
-from streams.codecs.simple import SimpleAvroCodec, SimpleJSONCodec
+from streams.codecs.simple import SimpleJSONCodec
+from streams.codecs.simple_avro import SimpleAvroCodec
 from tests.streams.codecs.large_messages import claim_check_message, handle_key_only_message
 
 TS = 449_000_000_000_000_001
