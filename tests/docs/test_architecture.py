@@ -1,0 +1,46 @@
+"""The docs name only files and tests that exist: the map is the code's, not a memory of it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+DOCS = [ROOT / "docs" / "architecture.md", ROOT / "docs" / "scaling.md", ROOT / "README.md"]
+# A path under one of the project's own folders, optionally followed by ::name (a test, a class).
+NAMED = re.compile(
+    r"(?<![\w/.-])((?:config|core|streams|spark_sink|ticdc_sink|native|benchmarks|tests)"
+    r"/[\w/.-]*\w)(?:::(\w+))?"
+)
+
+
+def _named(text: str) -> set[tuple[str, str | None]]:
+    return {(m.group(1), m.group(2)) for m in NAMED.finditer(text)}
+
+
+def test_the_pattern_finds_paths_and_the_names_after_them() -> None:
+    text = "`core/model.py`, tests/x/test_y.py::test_z[a], `spark_sink/load/` and config.settings"
+    assert _named(text) == {
+        ("core/model.py", None),
+        ("tests/x/test_y.py", "test_z"),
+        ("spark_sink/load", None),
+    }
+
+
+def _missing(path: str, name: str | None) -> bool:
+    found = ROOT / path
+    if not found.exists():
+        return True
+    if name is None or found.is_dir():
+        return False
+    return re.search(rf"\b(def|class|fn|struct)\s+{re.escape(name)}\b", found.read_text()) is None
+
+
+def test_every_file_and_test_the_docs_name_exists() -> None:
+    missing = sorted(
+        f"{doc.name}: {path}" + (f"::{name}" if name else "")
+        for doc in DOCS
+        for path, name in _named(doc.read_text())
+        if "*" not in path and _missing(path, name)
+    )
+    assert not missing, "named but missing:\n" + "\n".join(missing)
