@@ -2,7 +2,7 @@
 
 What comes out is each given setting's raw value by its name (text from the environment, TOML's
 own types from a file), a secret read from its file in its place, for the model to validate. A
-key of a file that is no setting is refused, naming the closest one.
+name that is no setting is refused, in a file as in the environment, naming the closest one.
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from config.errors import ConfigError
-from config.names import FILE_SUFFIX, Names, env_name, unknown
+from config.names import ENV_PREFIX, FILE_SUFFIX, Names, closest, env_name, unknown
 
+# TICDC_SINK_* variables that are no settings, each read by the one piece of code that needs it.
+NOT_SETTINGS = {
+    "TICDC_SINK_NATIVE": "0 turns the native decoders off",
+    "TICDC_SINK_STATE_DIR": "where `ticdc-sink services` keeps the local services' files",
+    "TICDC_SINK_SHARED": "where the tests find the shared conformance messages",
+}
 # A secret's file in a TOML file: `redis_password_file`, or `password_file` in [redis].
 _FILE_KEY = FILE_SUFFIX.lower()
 
@@ -90,13 +96,37 @@ def _put(values: dict[str, Any], name: str, value: Any, path: Path) -> None:
 
 def environ_values(environ: Mapping[str, str], names: Names) -> dict[str, str]:
     """The settings the ``TICDC_SINK_*`` variables give, by name (``<name>_file`` for a secret's
-    file)."""
+    file); a variable that is none of them nor in :data:`NOT_SETTINGS` is refused."""
     files = {env_name(name) + FILE_SUFFIX: name + _FILE_KEY for name in names.secrets}
-    values = {
-        names.by_variable[v].name: value for v, value in environ.items() if v in names.by_variable
-    }
-    values.update({files[v]: value for v, value in environ.items() if v in files})
+    values: dict[str, str] = {}
+    refused: list[str] = []
+    for variable, value in environ.items():
+        if not variable.startswith(ENV_PREFIX) or variable in NOT_SETTINGS:
+            continue
+        if variable in names.by_variable:
+            values[names.by_variable[variable].name] = value
+        elif variable in files:
+            values[files[variable]] = value
+        else:
+            refused.append(variable)
+    if refused:
+        lines = (unknown_variable(variable, names) for variable in sorted(refused))
+        raise ConfigError("invalid settings: " + "; ".join(lines))
     return values
+
+
+def unknown_variable(variable: str, names: Names) -> str:
+    """The complaint about a variable that is no setting, without its value (a misspelt
+    password's variable still holds the password); the names are compared without the prefix
+    every variable shares."""
+    known = [*names.by_name, *(name + _FILE_KEY for name in names.secrets)]
+    near = closest(variable.removeprefix(ENV_PREFIX).lower(), known)
+    hint = (
+        f"did you mean {env_name(near)}?"
+        if near
+        else "`ticdc-sink config describe` lists every setting"
+    )
+    return f"unknown variable {variable}; {hint}"
 
 
 def with_secret_files(values: Mapping[str, Any], names: Names) -> dict[str, Any]:
