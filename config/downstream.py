@@ -4,26 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from config.choices import SslMode
+from config.masking import MASK
 
-# What a secret prints as, wherever it is shown.
-MASK = "***"
 # Query parameters of TICDC_SINK_DOWNSTREAM, spelled as TiCDC's sink-uri and MySQL's client do.
 DOWNSTREAM_PARAMETERS = ("ssl-mode", "ssl-ca", "ssl-cert", "ssl-key")
-
-
-def replace_url_password(url: str, password: str | None) -> str:
-    """``url`` with its password, if it has one, replaced by ``password`` (None: removed)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    login = (parts.username or "") + ("" if password is None else f":{password}")
-    return urlunsplit(parts._replace(netloc=f"{login}@{host}" if login else host))
 
 
 class Downstream(BaseModel):

@@ -15,7 +15,7 @@ from typing import IO, Any
 
 import orjson
 
-from config.settings import LogFormat, LogLevel
+from config.choices import LogFormat, LogLevel
 
 # Libraries whose INFO records are start-up chatter (Faust's services starting one by one, the
 # Kafka client's connections, py4j's gateway): they log WARNING and above unless DEBUG is asked.

@@ -1,21 +1,23 @@
-"""One typed settings object, read from an optional TOML file and ``TICDC_SINK_*`` variables.
+"""Every setting, declared once: its name, its default and why, and what it means, together.
 
-The settings come in groups (``settings.kafka.bootstrap``, ``settings.sink.batch_rows``), and each
-keeps the one name it always had: its variable is ``TICDC_SINK_`` + the name in capitals
-(``kafka`` -> ``TICDC_SINK_KAFKA``), and a TOML file gives it by that name (``kafka = "..."``)
-or inside its group's table (``[kafka]`` ``bootstrap = "..."``). Environment variables win over
-the file; the file wins over the defaults. A bad value fails at start with a
-:class:`~config.errors.ConfigError` that names the variable and what is allowed.
+The settings come in groups (``settings.kafka.bootstrap``, ``settings.sink.batch_rows``). Each is
+one field of its group: ``alias`` is its name (its variable is ``TICDC_SINK_`` + the name in
+capitals, a flat TOML file's key the name, its key in the group's TOML table the field's name),
+``default`` its default with the reason for it in the comment above, ``description`` what it
+means (the README's table says the same). A check of its value sits beside it; checks across a
+group are in config/validation.py. Environment variables win over the TOML file, the file over
+the defaults (config/reading.py); a bad value fails at start with one line naming the variable
+and what is allowed.
+
+Longer than the other modules on purpose: every setting is here, so that one file answers what
+can be set, to what, and why.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,10 +31,10 @@ from pydantic import (
     model_validator,
 )
 
+# Re-exported, as the rest of the code imports them from here (choices, addresses, routes,
+# variable names, masking): new code imports each from its own module.
 from config.choices import EventLoop as EventLoop
-from config.choices import KafkaSecurity as KafkaSecurity
-from config.choices import LogFormat as LogFormat
-from config.choices import LogLevel as LogLevel
+from config.choices import KafkaSecurity, LogFormat, LogLevel
 from config.choices import OnDDLError as OnDDLError
 from config.choices import OnError as OnError
 from config.choices import OnRowError as OnRowError
@@ -40,121 +42,29 @@ from config.choices import OnSchemaDrift as OnSchemaDrift
 from config.choices import Protocol as Protocol
 from config.choices import SaslMechanism as SaslMechanism
 from config.choices import SslMode as SslMode
-from config.downstream import DOWNSTREAM_PARAMETERS as DOWNSTREAM_PARAMETERS
-from config.downstream import MASK as MASK
 from config.downstream import Downstream as Downstream
-from config.downstream import replace_url_password as replace_url_password
 from config.errors import ConfigError
+from config.masking import masked as masked
+from config.masking import replace_url_password as replace_url_password
+from config.names import ENV_PREFIX as ENV_PREFIX
+from config.names import Names, SettingDoc
+from config.names import env_name as env_name
+from config.reading import read_values
 from config.routes import Route as Route
 from config.routes import parse_routes as parse_routes
 from config.routes import parse_table_patterns as parse_table_patterns
-
-ENV_PREFIX = "TICDC_SINK_"
-
-_IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
-_HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
-_HOST = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,253}$")
-_SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
-
-
-# --- Defaults: every setting's, in one place -------------------------------------------------
-
-# Loopback defaults: a fresh machine with `ticdc-sink services up` needs no configuration.
-DEFAULT_KAFKA = "127.0.0.1:9092"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-DEFAULT_DOWNSTREAM = "mysql://root@127.0.0.1:3306/"
-DEFAULT_SPARK_MASTER = "local[*]"
-# One pipeline per machine needs no name of its own; a second one must be given another.
-DEFAULT_GROUP = "ticdc-sink"
-# No topics until the operator names them: a worker without any refuses to start.
-DEFAULT_TOPICS: tuple[str, ...] = ()
-# TiCDC's own default protocol for Kafka sinks.
-DEFAULT_PROTOCOL = Protocol.OPEN
-# Where Debian's libmariadb-java puts MariaDB Connector/J, which Spark's JDBC loads need.
-DEFAULT_JDBC_JAR = "/usr/share/java/mariadb-java-client.jar"
-# The checkpoint table's database downstream, apart from the replicated ones.
-DEFAULT_META_DB = "ticdc_sink"
-# A bad message must not stop the partition behind it: it is kept aside, readable.
-DEFAULT_ON_ERROR = OnError.DEADLETTER
-# Stop by default: skipping a row leaves the downstream short of it, an operator's choice.
-DEFAULT_ON_ROW_ERROR = OnRowError.STOP
-# Stop by default: a skipped DDL may leave the downstream's tables unlike the upstream's.
-DEFAULT_ON_DDL_ERROR = OnDDLError.STOP
-# Stop by default: dropping changes is the operator's choice, made knowing what is lost.
-DEFAULT_ON_SCHEMA_DRIFT = OnSchemaDrift.STOP
-# libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
-DEFAULT_EVENT_LOOP = EventLoop.UVLOOP
-# Staging limits: past either one, workers pause their partitions until the sink catches up.
-DEFAULT_MAX_STAGED_ROWS = 2_000_000
-DEFAULT_MAX_STAGED_BYTES = 1 << 30
-# Threads a worker decodes each batch on: the native decoders let go of the GIL, so a second
-# thread decodes on a second core while the first does its half.
-DEFAULT_DECODE_THREADS = 2
-# Micro-batch bound for the sink: large enough to amortize Spark's per-batch cost (~0.2 s).
-DEFAULT_BATCH_ROWS = 200_000
-# Tables load their upserts straight into themselves (LOAD DATA, REPLACE by key) where that equals
-# an upsert: one write per row instead of three through a staging table.
-DEFAULT_LOAD_IN_PLACE = True
-# A batch's table with fewer rows loads its staging table over the driver's connection: on a 2-core
-# local master a Spark load's fixed cost is only paid back from ~50k rows (0: every staging table
-# through Spark).
-DEFAULT_SPARK_MIN_ROWS = 50_000
-# A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
-DEFAULT_SESSION_TIMEOUT_S = 30.0
-# Faust's own default web port; 0 turns the worker's status page off.
-DEFAULT_WEB_PORT = 6066
-# /metrics is off unless the operator gives it a port.
-DEFAULT_METRICS_PORT = 0
-# Reads of a claim-check object before its message is dead-lettered: the object is written
-# before TiCDC sends the message, so only a failing store makes a read fail, and briefly.
-DEFAULT_CLAIM_CHECK_ATTEMPTS = 3
-# Where claim-check objects are read when unset: from each message's location as written.
-DEFAULT_CLAIM_CHECK_STORAGE = ""
-# Where /metrics and the worker's status page listen: loopback unless the operator opens them.
-DEFAULT_METRICS_HOST = "127.0.0.1"
-# Informational records: progress lines, outages, moved watermarks.
-DEFAULT_LOG_LEVEL = LogLevel.INFO
-# One line a record, for a person reading a terminal or a supervisor's log.
-DEFAULT_LOG_FORMAT = LogFormat.TEXT
-# How often a worker logs its progress line: a stall shows within a minute.
-DEFAULT_PROGRESS_INTERVAL_S = 30.0
-# Dead letters kept in Redis: a flood of bad messages must not fill Redis (oldest trimmed first).
-DEFAULT_DEAD_LETTER_MAX_ENTRIES = 10_000
-# Seconds a partition read to its end stays quiet before its watermark is moved to what it
-# staged (for streams without watermarks: Debezium); 0: off, only TiCDC's resolved events count.
-DEFAULT_RESOLVE_WHEN_IDLE_S = 0.0
-# How long a starting worker or sink waits for Redis, Kafka and the downstream to answer: long
-# enough for services started beside it (Kafka takes ~10 s), short enough to notice a wrong address.
-DEFAULT_STARTUP_TIMEOUT_S = 60.0
-# Plaintext, as the local development broker speaks; hosted Kafka mostly wants SASL_SSL.
-DEFAULT_KAFKA_SECURITY = KafkaSecurity.PLAINTEXT
-# Kafka's own default mechanism.
-DEFAULT_SASL_MECHANISM = SaslMechanism.PLAIN
-# A broker's certificate must name the host connected to, as every TLS client checks.
-DEFAULT_KAFKA_SSL_CHECK_HOSTNAME = True
-# No routes and no skipped tables: every table replicates under its own name.
-DEFAULT_ROUTES: tuple[Route, ...] = ()
-DEFAULT_SKIP_TABLES: tuple[str, ...] = ()
+from config.validation import TlsFiles, check_kafka_security, check_redis_tls, explain
 
 # A text or secret setting left empty is not set (a file path, a user name, a password).
 UNSET = ""
 NO_SECRET = SecretStr(UNSET)
 
+_IDENTIFIER = re.compile(r"^[A-Za-z0-9_$-]{1,64}$")
+_HOST_PORT = re.compile(r"^[A-Za-z0-9_.:\[\]-]+:\d{1,5}$")
+_HOST = re.compile(r"^[A-Za-z0-9_.:\[\]-]{1,253}$")
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+_SPARK_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\d+)?\])?|spark://.+|yarn|k8s://.+)$")
 _CLAIM_CHECK_SCHEMES = ("file", "s3")
-# An S3 URI may carry its secret key as TiCDC's URIs do; it never prints.
-_SECRET_KEY = re.compile(r"(secret-access-key=)[^&]*")
-# What every secret prints as: in logs, --help, status, errors and metrics.
-# Secret settings: each can also come from a file named by <VARIABLE>_FILE (container secrets).
-SECRET_FIELDS = (
-    "kafka_sasl_password",
-    "kafka_ssl_key_password",
-    "redis_password",
-    "downstream_password",
-)
-FILE_SUFFIX = "_FILE"
-
-
-# --- The groups ------------------------------------------------------------------------------
 
 
 class SettingsGroup(BaseModel):
@@ -173,17 +83,6 @@ def _identifier(value: str) -> str:
     return value
 
 
-def _check_files(*named: tuple[str, str]) -> None:
-    """Each (setting name, path) that is set names a file that exists."""
-    for name, path in named:
-        if path and not Path(path).is_file():
-            raise ValueError(f"{env_name(name)}={path}: no such file")
-
-
-def _pair(cert: str, key: str) -> str:
-    return f"{env_name(cert)} and {env_name(key)} go together (a client certificate and its key)"
-
-
 def _given(secret: SecretStr) -> bool:
     return bool(secret.get_secret_value())
 
@@ -191,64 +90,78 @@ def _given(secret: SecretStr) -> bool:
 class KafkaSettings(SettingsGroup):
     """Kafka: where the changes are read, and how they are encoded."""
 
+    # Loopback: a fresh machine with `ticdc-sink services up` needs no configuration.
     bootstrap: str = Field(
-        default=DEFAULT_KAFKA,
+        default="127.0.0.1:9092",
         alias="kafka",
         description="Kafka bootstrap servers, comma list of host:port",
     )
+    # None until the operator names them: a worker without any refuses to start.
     topics: tuple[str, ...] = Field(
-        default=DEFAULT_TOPICS, alias="topics", description="topics to consume, comma list"
+        default=(), alias="topics", description="topics to consume, comma list"
     )
+    # TiCDC's own default protocol for Kafka sinks.
     protocol: Protocol = Field(
-        default=DEFAULT_PROTOCOL,
+        default=Protocol.OPEN,
         alias="protocol",
         description="the topics' TiCDC protocol: `open`, `craft`, `simple`, `simple-avro`, "
         "`canal-json`, `debezium`",
     )
+    # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
     session_timeout: float = Field(
-        default=DEFAULT_SESSION_TIMEOUT_S,
+        default=30.0,
         ge=6.0,
         le=300.0,
         alias="session_timeout",
         description="seconds before a silent worker's partitions move (6-300)",
     )
+    # Plaintext, as the local development broker speaks; hosted Kafka mostly wants SASL_SSL.
     security_protocol: KafkaSecurity = Field(
-        default=DEFAULT_KAFKA_SECURITY,
+        default=KafkaSecurity.PLAINTEXT,
         alias="kafka_security_protocol",
         description="`PLAINTEXT`, `SSL`, `SASL_PLAINTEXT`, `SASL_SSL`",
     )
+    # Kafka's own default mechanism.
     sasl_mechanism: SaslMechanism = Field(
-        default=DEFAULT_SASL_MECHANISM,
+        default=SaslMechanism.PLAIN,
         alias="kafka_sasl_mechanism",
         description="`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`",
     )
+    # No login: the plaintext default asks for none; the `SASL_*` protocols refuse to start
+    # without one.
     sasl_username: str = Field(
         default=UNSET,
         alias="kafka_sasl_username",
         description="SASL login name (needed by the `SASL_*` protocols)",
     )
+    # No login, as for the user name.
     sasl_password: SecretStr = Field(
         default=NO_SECRET,
         alias="kafka_sasl_password",
         description="SASL password (needed by the `SASL_*` protocols)",
     )
+    # The system's CAs, which sign a hosted broker's certificate.
     ssl_ca: str = Field(
         default=UNSET,
         alias="kafka_ssl_ca",
         description="PEM file of the CA that signed the brokers' certificates "
         "(unset: the system's CAs)",
     )
+    # No client certificate: a broker asks for one only with mutual TLS.
     ssl_cert: str = Field(
         default=UNSET, alias="kafka_ssl_cert", description="client certificate file (PEM), for mTLS"
     )
+    # No certificate, no key.
     ssl_key: str = Field(
         default=UNSET, alias="kafka_ssl_key", description="the client certificate's key file (PEM)"
     )
+    # A key file without a passphrase needs none.
     ssl_key_password: SecretStr = Field(
         default=NO_SECRET, alias="kafka_ssl_key_password", description="the client key's passphrase"
     )
+    # A broker's certificate must name the host connected to, as every TLS client checks.
     ssl_check_hostname: bool = Field(
-        default=DEFAULT_KAFKA_SSL_CHECK_HOSTNAME,
+        default=True,
         alias="kafka_ssl_check_hostname",
         description="check that the broker's certificate names the host connected to",
     )
@@ -271,70 +184,61 @@ class KafkaSettings(SettingsGroup):
     @field_validator("topics")
     @classmethod
     def _check_topics(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [t for t in value if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t)]
+        bad = [t for t in value if not _TOPIC.fullmatch(t)]
         if bad:
             raise ValueError(f"topic names may hold only letters, digits, '.', '_', '-': {bad}")
         return value
 
     @model_validator(mode="after")
     def _check_security(self) -> KafkaSettings:
-        """TLS files only with a TLS protocol, a login with SASL, a certificate with its key."""
-        protocol = self.security_protocol
-        tls_files = (
+        files = TlsFiles(
             ("kafka_ssl_ca", self.ssl_ca),
             ("kafka_ssl_cert", self.ssl_cert),
             ("kafka_ssl_key", self.ssl_key),
         )
-        if not protocol.tls:
-            given = [env_name(name) for name, path in tls_files if path]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)} need {env_name('kafka_security_protocol')}=SSL or "
-                    f"SASL_SSL (it is {protocol})"
-                )
-        if protocol.sasl and not (self.sasl_username and _given(self.sasl_password)):
-            raise ValueError(
-                f"{env_name('kafka_security_protocol')}={protocol} needs "
-                f"{env_name('kafka_sasl_username')} and {env_name('kafka_sasl_password')} "
-                f"(or {env_name('kafka_sasl_password')}{FILE_SUFFIX})"
-            )
-        if bool(self.ssl_cert) != bool(self.ssl_key):
-            raise ValueError(_pair("kafka_ssl_cert", "kafka_ssl_key"))
-        _check_files(*tls_files)
+        check_kafka_security(
+            self.security_protocol, files, self.sasl_username, _given(self.sasl_password)
+        )
         return self
 
 
 class RedisSettings(SettingsGroup):
     """Redis: the staging store (rows, watermarks, schemas, the leader lease, dead letters)."""
 
+    # Loopback: a fresh machine with `ticdc-sink services up` needs no configuration.
     url: str = Field(
-        default=DEFAULT_REDIS_URL,
+        default="redis://127.0.0.1:6379/0",
         alias="redis_url",
         description="staging Redis: `redis://`, `rediss://` (TLS) or `unix://`, optionally "
         "`user:password@`",
     )
+    # Unset: the URL's own password, if it has one.
     password: SecretStr = Field(
         default=NO_SECRET,
         alias="redis_password",
         description="Redis (ACL) password; replaces one in `TICDC_SINK_REDIS_URL`",
     )
+    # The system's CAs, which sign a hosted Redis's certificate.
     ssl_ca: str = Field(
         default=UNSET,
         alias="redis_ssl_ca",
         description="with `rediss://`: CA file (unset: the system's CAs)",
     )
+    # No client certificate: a server asks for one only with mutual TLS.
     ssl_cert: str = Field(
         default=UNSET,
         alias="redis_ssl_cert",
         description="with `rediss://`: client certificate file",
     )
+    # No certificate, no key.
     ssl_key: str = Field(
         default=UNSET,
         alias="redis_ssl_key",
         description="with `rediss://`: the client certificate's key",
     )
+    # A flood of bad messages must not fill Redis: the oldest are trimmed first.
     dead_letter_max_entries: int = Field(
-        default=DEFAULT_DEAD_LETTER_MAX_ENTRIES,
+        default=10_000,
         ge=1,
         alias="dead_letter_max_entries",
         description="dead letters kept in Redis; the oldest are trimmed past it",
@@ -349,17 +253,12 @@ class RedisSettings(SettingsGroup):
 
     @model_validator(mode="after")
     def _check_tls(self) -> RedisSettings:
-        tls_files = (
+        files = TlsFiles(
             ("redis_ssl_ca", self.ssl_ca),
             ("redis_ssl_cert", self.ssl_cert),
             ("redis_ssl_key", self.ssl_key),
         )
-        given = [env_name(name) for name, path in tls_files if path]
-        if given and urlsplit(self.url).scheme != "rediss":
-            raise ValueError(f"{', '.join(given)} need a rediss:// {env_name('redis_url')}")
-        if bool(self.ssl_cert) != bool(self.ssl_key):
-            raise ValueError(_pair("redis_ssl_cert", "redis_ssl_key"))
-        _check_files(*tls_files)
+        check_redis_tls(self.url, files)
         return self
 
     def __repr_args__(self) -> Any:
@@ -371,41 +270,50 @@ class RedisSettings(SettingsGroup):
 class DownstreamSettings(SettingsGroup):
     """The downstream: the MySQL-compatible database changes are applied to."""
 
+    # Loopback, the MariaDB `ticdc-sink services up` starts: no configuration on a fresh machine.
     url: Downstream = Field(
-        default_factory=lambda: Downstream.parse(DEFAULT_DOWNSTREAM),
+        default="mysql://root@127.0.0.1:3306/",
+        validate_default=True,
         alias="downstream",
         description="`mysql://user:password@host:port/`, optionally "
         "`?ssl-mode=…&ssl-ca=…&ssl-cert=…&ssl-key=…`",
     )
+    # Unset: the address's own password, if it has one.
     password: SecretStr = Field(
         default=NO_SECRET,
         alias="downstream_password",
         description="downstream password; replaces the one in `TICDC_SINK_DOWNSTREAM`",
     )
+    # Unset: the address's parameter, else MySQL's own default (verify-ca with a CA file,
+    # preferred without).
     ssl_mode: SslMode | None = Field(
         default=None,
         alias="downstream_ssl_mode",
         description="the URL's `ssl-mode` as a setting (`disabled`, `preferred`, `required`, "
         "`verify-ca`, `verify-identity`); replaces the parameter",
     )
+    # Unset: the address's `ssl-ca`, if it has one.
     ssl_ca: str = Field(
         default=UNSET,
         alias="downstream_ssl_ca",
         description="the URL's `ssl-ca` (CA file) as a setting; replaces the parameter",
     )
+    # Unset: the address's `ssl-cert`, if it has one.
     ssl_cert: str = Field(
         default=UNSET,
         alias="downstream_ssl_cert",
         description="the URL's `ssl-cert` (client certificate) as a setting; replaces the "
         "parameter",
     )
+    # Unset: the address's `ssl-key`, if it has one.
     ssl_key: str = Field(
         default=UNSET,
         alias="downstream_ssl_key",
         description="the URL's `ssl-key` (client key) as a setting; replaces the parameter",
     )
+    # The checkpoint table's own database, apart from the replicated ones.
     meta_db: str = Field(
-        default=DEFAULT_META_DB,
+        default="ticdc_sink",
         alias="meta_db",
         description="downstream database for the checkpoint",
     )
@@ -449,52 +357,63 @@ class DownstreamSettings(SettingsGroup):
 class WorkerSettings(SettingsGroup):
     """The worker: decoding and staging, backpressure, its status page and progress lines."""
 
+    # A bad message must not stop the partition behind it: it is kept aside, readable.
     on_error: OnError = Field(
-        default=DEFAULT_ON_ERROR,
+        default=OnError.DEADLETTER,
         alias="on_error",
         description="`deadletter` or `halt` for undecodable messages",
     )
+    # libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
     event_loop: EventLoop = Field(
-        default=DEFAULT_EVENT_LOOP,
+        default=EventLoop.UVLOOP,
         alias="event_loop",
         description="the worker's event loop: `uvloop` (faster Faust delivery) or `asyncio`",
     )
+    # The native decoders let go of the GIL, so a second thread decodes on a second core while
+    # the first does its half.
     decode_threads: int = Field(
-        default=DEFAULT_DECODE_THREADS,
+        default=2,
         ge=1,
         le=64,
         alias="decode_threads",
         description="threads a worker decodes each batch on (native decoders run without the GIL)",
     )
+    # Redis holds every staged row in memory until the sink applies it: this limit and the next
+    # bound that, and past either the backlog waits in Kafka instead.
     max_staged_rows: int = Field(
-        default=DEFAULT_MAX_STAGED_ROWS,
+        default=2_000_000,
         gt=0,
         alias="max_staged_rows",
         description="backpressure: staged rows past which workers wait for the sink",
     )
+    # The other bound of Redis's memory, for rows larger than most.
     max_staged_bytes: int = Field(
-        default=DEFAULT_MAX_STAGED_BYTES,
+        default=1 << 30,
         gt=0,
         alias="max_staged_bytes",
         description="backpressure: staged bytes past which workers wait for the sink",
     )
+    # Faust's own default web port; a second worker on the machine needs another.
     web_port: int = Field(
-        default=DEFAULT_WEB_PORT,
+        default=6066,
         ge=0,
         le=65535,
         alias="web_port",
         description="the worker's status page on `TICDC_SINK_METRICS_HOST` (0: off; one port "
         "per worker)",
     )
+    # Often enough that a stall shows within a minute.
     progress_interval: float = Field(
-        default=DEFAULT_PROGRESS_INTERVAL_S,
+        default=30.0,
         ge=1.0,
         le=3600.0,
         alias="progress_interval",
         description="seconds between a worker's progress lines (1-3600)",
     )
+    # Off: TiCDC's resolved events move the watermarks; only a stream without them (Debezium)
+    # needs this.
     resolve_when_idle: float = Field(
-        default=DEFAULT_RESOLVE_WHEN_IDLE_S,
+        default=0.0,
         ge=0.0,
         le=3600.0,
         alias="resolve_when_idle",
@@ -507,22 +426,26 @@ class WorkerSettings(SettingsGroup):
 class LargeMessageSettings(SettingsGroup):
     """Large messages: how the worker makes TiCDC's cut-down messages whole."""
 
+    # Unset: each claim-check object is read from its location as the message names it.
     claim_check_storage: str = Field(
-        default=DEFAULT_CLAIM_CHECK_STORAGE,
+        default=UNSET,
         alias="claim_check_storage",
         repr=False,  # its URI may carry a secret key: describe() shows it masked
         description="the changefeed's `claim-check-storage-uri` (`file://`, "
         "`s3://...?endpoint=&region=`); claim-check objects are read there by file name "
         "(unset: each location as written)",
     )
+    # The object is written before TiCDC sends its message, so only a failing store makes a
+    # read fail, and briefly: a few reads ride it out.
     claim_check_attempts: int = Field(
-        default=DEFAULT_CLAIM_CHECK_ATTEMPTS,
+        default=3,
         ge=1,
         le=20,
         alias="claim_check_attempts",
         description="reads of an unreadable claim-check object before its message is "
         "dead-lettered (1-20)",
     )
+    # Unset: the upstream is read only where the operator gives it (and the access to it).
     upstream: Downstream | None = Field(
         default=None,
         alias="upstream",
@@ -548,44 +471,51 @@ class LargeMessageSettings(SettingsGroup):
 class SinkSettings(SettingsGroup):
     """The sink: micro-batches, routes, and what it does with what the downstream refuses."""
 
+    # Large enough to amortize Spark's per-batch cost (about 0.2 s).
     batch_rows: int = Field(
-        default=DEFAULT_BATCH_ROWS,
+        default=200_000,
         gt=0,
         alias="batch_rows",
         description="rows per micro-batch of the sink (cut between transactions only)",
     )
+    # Where it equals an upsert, one write per row instead of three through a staging table.
     load_in_place: bool = Field(
-        default=DEFAULT_LOAD_IN_PLACE,
+        default=True,
         alias="load_in_place",
         description="load a table's upserts straight into it (MariaDB, MySQL: LOAD DATA LOCAL, "
         "REPLACE by key) where that equals an upsert from a staging table; `false`: always "
         "through a staging table",
     )
+    # Stop: skipping a row leaves the downstream short of it, an operator's choice.
     on_row_error: OnRowError = Field(
-        default=DEFAULT_ON_ROW_ERROR,
+        default=OnRowError.STOP,
         alias="on_row_error",
         description="a row the downstream refuses: `stop` the sink with one message, or "
         "`deadletter` it and go on",
     )
+    # Stop: a skipped DDL may leave the downstream's tables unlike the upstream's.
     on_ddl_error: OnDDLError = Field(
-        default=DEFAULT_ON_DDL_ERROR,
+        default=OnDDLError.STOP,
         alias="on_ddl_error",
         description="`stop`, or `skip` a DDL the downstream refuses (logged, counted)",
     )
+    # Stop: dropping changes is the operator's choice, made knowing what is lost.
     on_schema_drift: OnSchemaDrift = Field(
-        default=DEFAULT_ON_SCHEMA_DRIFT,
+        default=OnSchemaDrift.STOP,
         alias="on_schema_drift",
         description="`stop`, or `ignore`: drop changes the downstream has no table or column "
         "for (counted)",
     )
+    # No routes: every table replicates under its own name.
     routes: tuple[Route, ...] = Field(
-        default=DEFAULT_ROUTES,
+        default=(),
         alias="routes",
         description="`db.table=db.table` routes, comma list; shell wildcards, `*` keeps that "
         "part of the name (`app.*=replica.*`); the first match wins",
     )
+    # No skipped tables: every table replicates.
     skip_tables: tuple[str, ...] = Field(
-        default=DEFAULT_SKIP_TABLES,
+        default=(),
         alias="skip_tables",
         description="`db.table` patterns whose changes and DDL are dropped, comma list "
         "(`app.tmp_*`)",
@@ -605,18 +535,21 @@ class SinkSettings(SettingsGroup):
 class SparkSettings(SettingsGroup):
     """Spark: the cluster the sink loads large tables of a batch through."""
 
+    # Every core of the sink's own machine: no cluster to set up first.
     master: str = Field(
-        default=DEFAULT_SPARK_MASTER,
+        default="local[*]",
         alias="spark_master",
         description="`local[N]`, `spark://…`, `yarn`, `k8s://…` (see Spark clusters)",
     )
+    # Where Debian's libmariadb-java puts MariaDB Connector/J, which Spark's JDBC loads need.
     jdbc_jar: str = Field(
-        default=DEFAULT_JDBC_JAR,
+        default="/usr/share/java/mariadb-java-client.jar",
         alias="jdbc_jar",
         description="MariaDB Connector/J on the sink's machine; Spark ships it to the executors",
     )
+    # On a 2-core local master a Spark load's fixed cost is only paid back from about 50k rows.
     min_rows: int = Field(
-        default=DEFAULT_SPARK_MIN_ROWS,
+        default=50_000,
         ge=0,
         alias="spark_min_rows",
         description="a batch's table with fewer rows loads into its staging table with LOAD "
@@ -635,13 +568,15 @@ class SparkSettings(SettingsGroup):
 class LoggingSettings(SettingsGroup):
     """Logs: what every process writes, and how."""
 
+    # Progress lines, outages and moved watermarks, without each message's detail.
     level: LogLevel = Field(
-        default=DEFAULT_LOG_LEVEL,
+        default=LogLevel.INFO,
         alias="log_level",
         description="`debug`, `info`, `warning`, `error`",
     )
+    # One line a record, for a person reading a terminal or a supervisor's log.
     format: LogFormat = Field(
-        default=DEFAULT_LOG_FORMAT,
+        default=LogFormat.TEXT,
         alias="log_format",
         description="`text` (one line a record) or `json` (one object a line)",
     )
@@ -655,15 +590,17 @@ class LoggingSettings(SettingsGroup):
 class MetricsSettings(SettingsGroup):
     """Metrics: Prometheus' /metrics of the worker and the sink."""
 
+    # Off: nothing listens unless the operator gives it a port.
     port: int = Field(
-        default=DEFAULT_METRICS_PORT,
+        default=0,
         ge=0,
         le=65535,
         alias="metrics_port",
         description="Prometheus `/metrics` for the worker and the sink (0: off)",
     )
+    # Loopback: /metrics and the status page reach other machines only if the operator opens them.
     host: str = Field(
-        default=DEFAULT_METRICS_HOST,
+        default="127.0.0.1",
         alias="metrics_host",
         description="where `/metrics` and the worker's status page listen (`0.0.0.0`: every "
         "interface)",
@@ -677,17 +614,17 @@ class MetricsSettings(SettingsGroup):
         return value
 
 
-# --- The settings ----------------------------------------------------------------------------
-
-
 class Settings(BaseModel):
     """Everything a ticdc-sink process reads at start, in groups."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    group: str = Field(default=DEFAULT_GROUP, description="consumer group and pipeline name")
+    # One pipeline per machine needs no name of its own; a second one must be given another.
+    group: str = Field(default="ticdc-sink", description="consumer group and pipeline name")
+    # Long enough for services started beside it (Kafka takes about 10 s), short enough to
+    # notice a wrong address.
     startup_timeout: float = Field(
-        default=DEFAULT_STARTUP_TIMEOUT_S,
+        default=60.0,
         ge=0.0,
         description="seconds a starting worker or sink waits for Redis, Kafka and the downstream",
     )
@@ -706,25 +643,15 @@ class Settings(BaseModel):
     def _check_group(cls, value: str) -> str:
         return _identifier(value)
 
-    def value(self, name: str) -> Any:
-        """The value of the setting ``name`` (``kafka_ssl_ca``: ``self.kafka.ssl_ca``)."""
-        value: Any = self
-        for part in setting(name).path:
-            value = getattr(value, part)
-        return value
-
     def updated(self, changes: Mapping[str, Any]) -> Settings:
         """A copy with the settings ``changes`` names (by setting name: ``meta_db``,
         ``spark_min_rows``) changed, validated as a file's values are."""
-        values: dict[str, Any] = {}
+        nested: dict[str, Any] = {}
         for name, field in self:
-            values[name] = dict(field) if isinstance(field, SettingsGroup) else field
+            nested[name] = dict(field) if isinstance(field, SettingsGroup) else field
         for name, value in changes.items():
-            _place(values, name, value)
-        try:
-            return Settings.model_validate(values)
-        except ValidationError as exc:
-            raise ConfigError(_explain(exc, changes)) from None
+            NAMES.place(nested, name, value)
+        return _validated(nested, changes)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Any:
         # A setting's name is no field of a grouped model: copying would add an attribute
@@ -739,225 +666,35 @@ class Settings(BaseModel):
         masked), in the order of the groups."""
         shown: dict[str, str] = {}
         for doc in SETTINGS:
-            value = self.value(doc.name)
+            value = NAMES.value_of(self, doc.name)
             if isinstance(value, tuple):
                 value = ",".join(str(item) for item in value)
             shown[doc.variable] = "" if value is None else masked(doc.name, value)
         return shown
 
 
-# --- Each setting's name, path and description -------------------------------------------------
+# The registry of every setting's name, variable, path and group.
+NAMES = Names(Settings)
+SETTINGS: tuple[SettingDoc, ...] = NAMES.settings
+GROUPS: dict[str, type[BaseModel]] = NAMES.groups
 
 
-@dataclass(frozen=True)
-class SettingDoc:
-    """One setting as the README's table and ``ticdc-sink config describe`` show it."""
-
-    # Its own name: the variable without TICDC_SINK_, a flat TOML file's key.
-    name: str
-    # Its attribute path from Settings: ("kafka", "bootstrap"), or ("group",).
-    path: tuple[str, ...]
-    description: str
-
-    @property
-    def variable(self) -> str:
-        return env_name(self.name)
-
-    @property
-    def group(self) -> str | None:
-        return self.path[0] if len(self.path) > 1 else None
-
-
-# The groups, by their attribute (and TOML table) name.
-GROUPS: dict[str, type[SettingsGroup]] = {
-    name: field.annotation
-    for name, field in Settings.model_fields.items()
-    if isinstance(field.annotation, type) and issubclass(field.annotation, SettingsGroup)
-}
-
-
-def _setting_docs() -> Iterator[SettingDoc]:
-    for name, field in Settings.model_fields.items():
-        group = GROUPS.get(name)
-        if group is None:
-            yield SettingDoc(name, (name,), field.description or "")
-            continue
-        for key, inner in group.model_fields.items():
-            yield SettingDoc(inner.alias or key, (name, key), inner.description or "")
-
-
-# Every setting, in the order of the groups.
-SETTINGS: tuple[SettingDoc, ...] = tuple(_setting_docs())
-_BY_NAME = {doc.name: doc for doc in SETTINGS}
-
-
-def setting(name: str) -> SettingDoc:
-    """The setting called ``name``; a ConfigError lists the known ones."""
-    try:
-        return _BY_NAME[name]
-    except KeyError:
-        raise ConfigError(
-            f"invalid settings: unknown setting {name!r}; known: {', '.join(_BY_NAME)}"
-        ) from None
-
-
-def setting_paths() -> dict[str, str]:
-    """Each setting's name and its attribute path (``kafka_ssl_ca``: ``kafka.ssl_ca``): what the
-    settings codemod rewrites ``settings.<name>`` to."""
-    return {doc.name: ".".join(doc.path) for doc in SETTINGS}
-
-
-def _place(values: dict[str, Any], name: str, value: Any) -> None:
-    """Put setting ``name``'s raw value where Settings.model_validate reads it."""
-    path = setting(name).path
-    if len(path) == 1:
-        values[name] = value
-    else:
-        values.setdefault(path[0], {})[path[1]] = value
-
-
-def env_name(field: str) -> str:
-    """The environment variable that sets the setting ``field``."""
-    return ENV_PREFIX + field.upper()
-
-
-# --- Reading them ------------------------------------------------------------------------------
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    """The file's settings by name: flat keys, and the keys of group tables (``[kafka]``)."""
-    try:
-        with path.open("rb") as handle:
-            data = tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"--config {path}: no such file") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML: {exc}") from exc
-    # Accept both a flat file and one with a [ticdc-sink] table.
-    section = data.get("ticdc-sink", data)
-    if not isinstance(section, dict):
-        raise ConfigError(f"--config {path}: [ticdc-sink] must be a table")
-    values: dict[str, Any] = {}
-    for raw_key, value in section.items():
-        key = str(raw_key).replace("-", "_")
-        if key in GROUPS and isinstance(value, dict):
-            for raw_inner, item in value.items():
-                name = _name_in_group(key, str(raw_inner).replace("-", "_"))
-                _put(values, name, item, path)
-        else:
-            _put(values, key, value, path)
-    return values
-
-
-def _name_in_group(group: str, key: str) -> str:
-    """The setting name of ``key`` in group table ``[group]`` (its field name or its own
-    name; ``<key>_file`` for a secret's file)."""
-    fields = GROUPS[group].model_fields
-    base, is_file = (key[: -len(FILE_SUFFIX)], True) if key.endswith("_file") else (key, False)
-    for field_name, field in fields.items():
-        name = field.alias or field_name
-        if base in {field_name, name} and (not is_file or name in SECRET_FIELDS):
-            return name + FILE_SUFFIX.lower() if is_file else name
-    known = ", ".join(fields)
-    raise ConfigError(f"invalid settings: unknown setting {key!r} in [{group}]; known: {known}")
-
-
-def _put(values: dict[str, Any], name: str, value: Any, path: Path) -> None:
-    if name in values:
-        raise ConfigError(f"--config {path}: {name} is set twice (flat and in its group's table)")
-    values[name] = value
+def default_of(name: str) -> Any:
+    """The default of the setting ``name`` (``jdbc_jar``), as its field declares it."""
+    return NAMES.default_of(name)
 
 
 def load_settings(
     path: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
     """Read the settings: defaults, then the TOML file at ``path``, then the environment."""
-    environ = os.environ if environ is None else environ
-    values: dict[str, Any] = _read_toml(Path(path)) if path else {}
-    for doc in SETTINGS:
-        if doc.variable in environ:
-            values[doc.name] = environ[doc.variable]
-    for name in SECRET_FIELDS:
-        file_key = name + FILE_SUFFIX.lower()
-        secret_file = environ.get(env_name(file_key), values.pop(file_key, None))
-        if secret_file is not None:
-            if env_name(name) in environ or name in values:
-                raise ConfigError(
-                    f"{env_name(name)} and {env_name(file_key)} are both set: keep one"
-                )
-            values[name] = read_secret_file(env_name(file_key), str(secret_file))
-    nested: dict[str, Any] = {}
-    for name, value in values.items():
-        _place(nested, name, value)
+    values = read_values(path, os.environ if environ is None else environ, NAMES)
+    return _validated(NAMES.nested(values), values)
+
+
+def _validated(nested: dict[str, Any], values: Mapping[str, Any]) -> Settings:
+    """The settings from ``nested`` (by group), a failure told with the raw ``values``."""
     try:
         return Settings.model_validate(nested)
     except ValidationError as exc:
-        raise ConfigError(_explain(exc, values)) from None
-
-
-def read_secret_file(variable: str, path: str) -> str:
-    """A secret from a file (a container secret), without its trailing newline."""
-    try:
-        return Path(path).read_text().rstrip("\r\n")
-    except OSError as exc:
-        raise ConfigError(f"{variable}={path}: cannot read it ({exc.strerror})") from None
-
-
-def masked(field: str, value: Any) -> str:
-    """Setting ``field``'s value as text with what is secret in it masked, as logs, ``--help``,
-    errors and ``repr()`` show it: a secret setting is ``***`` (empty when a parsed one is not set),
-    an address shows its password as ``***``, an S3 URI its secret key as ``***``."""
-    if isinstance(value, SecretStr):
-        return MASK if value.get_secret_value() else ""
-    if field in SECRET_FIELDS:
-        return MASK
-    text = str(value)
-    if field in _ADDRESSES:
-        return replace_url_password(text, MASK)
-    if field == "claim_check_storage":
-        return _SECRET_KEY.sub(r"\1" + MASK, text)
-    return text
-
-
-def shown_value(field: str, value: Any) -> str:
-    """A raw setting's value as an error quotes it (:func:`masked`): text quoted, a secret not."""
-    if field in SECRET_FIELDS:
-        return masked(field, value)
-    return repr(masked(field, value)) if isinstance(value, str) else repr(value)
-
-
-# Settings that are addresses and may carry a password.
-_ADDRESSES = ("downstream", "upstream", "redis_url")
-
-
-def _setting_at(loc: tuple[int | str, ...]) -> str | None:
-    """The setting a validation error's location names; None for a check across a group."""
-    if len(loc) == 1 and str(loc[0]) in GROUPS:
-        return None
-    if str(loc[0]) not in GROUPS:
-        return str(loc[0])
-    fields = GROUPS[str(loc[0])].model_fields
-    for field_name, field in fields.items():
-        if str(loc[1]) in {field_name, field.alias}:
-            return field.alias or field_name
-    return f"{loc[0]}.{loc[1]}"
-
-
-def _explain(exc: ValidationError, values: Mapping[str, Any]) -> str:
-    lines = []
-    for error in exc.errors():
-        name = _setting_at(error["loc"]) if error["loc"] else None
-        message = error["msg"].removeprefix("Value error, ")
-        if name is None:
-            # A check across settings: its message names them.
-            lines.append(message)
-            continue
-        if name not in _BY_NAME:
-            lines.append(f"unknown setting {name!r}; known: {', '.join(_BY_NAME)}")
-            continue
-        if error["type"] == "enum":
-            allowed = error.get("ctx", {}).get("expected", "")
-            message = f"must be one of {allowed}"
-        lines.append(f"{env_name(name)}={shown_value(name, values.get(name))}: {message}")
-    # One line: a start-up failure is read in a process supervisor's log, line by line.
-    return "invalid settings: " + "; ".join(lines)
+        raise ConfigError(explain(exc, values, NAMES)) from None

@@ -146,11 +146,12 @@ def scratch_db(
 
 @pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[Any]:
-    from config.settings import DEFAULT_JDBC_JAR
+    from config.settings import default_of
     from spark_sink.load.spark_session import build_spark
 
-    if not Path(DEFAULT_JDBC_JAR).exists():
-        service_missing("MariaDB Connector/J", FileNotFoundError(DEFAULT_JDBC_JAR))
+    jdbc_jar = default_of("jdbc_jar")
+    if not Path(jdbc_jar).exists():
+        service_missing("MariaDB Connector/J", FileNotFoundError(jdbc_jar))
     session = build_spark("local[2]", "ticdc-sink-tests")
     yield session
     session.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from config.errors import ConfigError
-from config.settings import DEFAULT_JDBC_JAR, env_name
+from config.settings import default_of, env_name
 from spark_sink.db.dialect import JDBC_BULK_STATEMENTS
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 def build_spark(
     master: str,
     app_name: str = "ticdc-sink",
-    jdbc_jar: str = DEFAULT_JDBC_JAR,
+    jdbc_jar: str = default_of("jdbc_jar"),
     pipeline: str = "-",
 ) -> SparkSession:
     """A Spark session on ``master`` whose JVMs, SQL session and JDBC all run in UTC, and whose

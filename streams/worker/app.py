@@ -25,7 +25,7 @@ import redis
 from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
-from config.settings import DEFAULT_WEB_PORT, EventLoop, Protocol, Settings
+from config.settings import EventLoop, Protocol, Settings, default_of
 from core.collector import collect_rarely
 from core.kafka_client import faust_broker, kafka_options
 from core.metrics import serve_metrics
@@ -103,7 +103,7 @@ def build_app(settings: Settings, staging_factory: Callable[[], Staging] | None 
         # Faust wants a data folder even with in-memory tables; keep it out of the working dir.
         datadir=str(Path(tempfile.gettempdir()) / f"ticdc-sink-faust-{settings.group}"),
         web_enabled=settings.worker.web_port != 0,
-        web_port=settings.worker.web_port or DEFAULT_WEB_PORT,
+        web_port=settings.worker.web_port or default_of("web_port"),
         web_bind=settings.metrics.host,
         web_host=settings.metrics.host,
     )

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from config.errors import DecodeError, NotYetDecodableError
-from config.settings import DEFAULT_DEAD_LETTER_MAX_ENTRIES, OnError
+from config.settings import OnError, default_of
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import Bootstrap, DDLEvent, Resolved, RowChange
 from core.packed import pack_rows
@@ -75,7 +75,7 @@ class MessageStager:
         on_error: OnError,
         large_messages: LargeMessages | None = None,
         *,
-        dead_letter_max: int = DEFAULT_DEAD_LETTER_MAX_ENTRIES,
+        dead_letter_max: int = default_of("dead_letter_max_entries"),
     ) -> None:
         self.store = store
         self.codec = codec

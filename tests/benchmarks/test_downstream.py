@@ -9,14 +9,14 @@ import pytest
 
 from benchmarks.downstream import DOWNSTREAM_ENV, add_downstream_option, settings_for
 from config.errors import ConfigError
-from config.settings import DEFAULT_DOWNSTREAM
+from config.settings import default_of
 
 
 def test_a_given_downstream_reaches_the_settings_and_the_processes_started(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Recorded by monkeypatch, so what settings_for writes is undone after the test.
-    monkeypatch.setenv(DOWNSTREAM_ENV, DEFAULT_DOWNSTREAM)
+    monkeypatch.setenv(DOWNSTREAM_ENV, default_of("downstream"))
     parser = argparse.ArgumentParser()
     add_downstream_option(parser)
     args = parser.parse_args(["--downstream", "mysql://bench:s3cret@127.0.0.1:4000/"])
@@ -32,6 +32,6 @@ def test_without_one_the_settings_downstream_stays(monkeypatch: pytest.MonkeyPat
 
 
 def test_a_bad_downstream_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(DOWNSTREAM_ENV, DEFAULT_DOWNSTREAM)
+    monkeypatch.setenv(DOWNSTREAM_ENV, default_of("downstream"))
     with pytest.raises(ConfigError, match=DOWNSTREAM_ENV):
         settings_for("postgres://127.0.0.1/")

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+from config.choices import LogFormat, LogLevel
 from config.logs import CHATTY_LOGGERS, LIBRARY_REPEAT_S, configure_logging, utc_time
-from config.settings import LogFormat, LogLevel
 
 
 @pytest.fixture(autouse=True)

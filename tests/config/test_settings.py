@@ -1,8 +1,11 @@
+import ast
 import re
 from pathlib import Path
+from typing import TypeGuard
 
 import pytest
 
+import config.settings
 from config.errors import ConfigError
 from config.settings import SETTINGS, Protocol, Route, Settings, load_settings
 
@@ -381,7 +384,35 @@ def test_updated_changes_settings_by_name_and_validates() -> None:
         settings.updated({"batch_rows": 0})
     with pytest.raises(ConfigError, match="unknown setting 'colour'"):
         settings.updated({"colour": "blue"})
-    # A setting's name is no field of the grouped model: model_copy refuses it (called through
-    # the class, which the settings codemod leaves as it is).
+    # A setting's name is no field of the grouped model: model_copy refuses it.
     with pytest.raises(TypeError, match="updated"):
         Settings.model_copy(settings, update={"meta_db": "x"})
+
+
+def _declares_setting(statement: ast.stmt) -> TypeGuard[ast.AnnAssign]:
+    """A field with a default of its own (a group's field has a default_factory)."""
+    if not isinstance(statement, ast.AnnAssign) or not isinstance(statement.value, ast.Call):
+        return False
+    call = statement.value
+    is_field = isinstance(call.func, ast.Name) and call.func.id == "Field"
+    return is_field and any(keyword.arg == "default" for keyword in call.keywords)
+
+
+def test_every_default_has_its_reason_right_above_it() -> None:
+    """A comment right above each setting's field says why its default is that."""
+    source = Path(config.settings.__file__).read_text()
+    lines = source.splitlines()
+    fields = [
+        (node.name, statement)
+        for node in ast.parse(source).body
+        if isinstance(node, ast.ClassDef)
+        for statement in node.body
+        if _declares_setting(statement)
+    ]
+    assert len(fields) == len(SETTINGS)
+    missing = [
+        f"{group}.{ast.unparse(statement.target)}"
+        for group, statement in fields
+        if not lines[statement.lineno - 2].strip().startswith("#")
+    ]
+    assert missing == []

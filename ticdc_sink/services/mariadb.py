@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from config.settings import DEFAULT_JDBC_JAR
+from config.settings import default_of
 from ticdc_sink.services.base import (
     Endpoint,
     LocalService,
@@ -34,7 +34,7 @@ class MariaDBService(LocalService):
         self.binary = require_binary("mariadbd", "mariadb-server")
         self.install_db = require_binary("mariadb-install-db", "mariadb-server")
         # Spark's JDBC writer needs Connector/J; it comes with the database, not with Spark.
-        if not Path(DEFAULT_JDBC_JAR).exists():
+        if not Path(default_of("jdbc_jar")).exists():
             apt_install("libmariadb-java")
 
     def prepare(self) -> None:
