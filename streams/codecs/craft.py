@@ -8,6 +8,9 @@ Headers are five chunks over all events (commit ts as delta uvarints, event type
 schema and table term ids as delta varints). Size tables give the header and dictionary sizes,
 each body's size, and for row events each column group's size; the last bytes of the message are
 the size of the size tables as a uvarint written most significant group first.
+
+The codec (decode and encode over one message frame) is here; the wire reader and writer it
+fills are in ``craft_wire.py``.
 """
 
 from __future__ import annotations
