@@ -52,9 +52,9 @@ def socket_path(home: Path, name: str) -> Path:
     wanted = home / name
     if len(os.fsencode(wanted)) <= MAX_SOCKET_PATH:
         return wanted
-    # A deep checkout cannot hold a socket at all (the kernel refuses a longer path, and any
-    # folder inside the state folder is longer still), so the socket alone leaves it, for a
-    # folder that is the same for one state folder on every start and differs between checkouts.
+    # The kernel refuses a longer path, and a shorter name inside the state folder saves a few
+    # bytes at most: in a deep checkout the socket alone leaves it, for a folder that is the same
+    # on every start from one state folder and differs between checkouts.
     digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:16]
     return SHORT_SOCKET_ROOT / f"ticdc-sink-{digest}" / name
 
