@@ -22,6 +22,9 @@ from core.redis_client import redis_client as make_redis_client
 from spark_sink.db.downstream import connect as downstream_connect
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
+CHECKOUT = Path(__file__).parents[1]
+# Where the shared folder (conformance vectors, the spec) is when it is not beside the checkout.
+SHARED_ENV = "TICDC_SINK_SHARED"
 
 
 def missing(message: str) -> None:
@@ -31,8 +34,21 @@ def missing(message: str) -> None:
     pytest.skip(message)
 
 
-def service_missing(name: str, error: BaseException) -> None:
-    missing(f"{name} is not reachable ({error}); run `ticdc-sink services up`")
+def service_missing(name: str, error: BaseException, start: str = "ticdc-sink services up") -> None:
+    missing(f"{name} is not reachable ({error}); run `{start}`")
+
+
+def shared_folder(name: str) -> Path:
+    """``shared/<name>`` (``conformance``, ``spec``): the shared folder sits beside the checkout,
+    or where TICDC_SINK_SHARED points. Missing, it fails under CI and skips elsewhere."""
+    shared = Path(os.environ.get(SHARED_ENV, CHECKOUT.parent / "shared"))
+    folder = shared / name
+    if not folder.is_dir():
+        missing(
+            f"{folder} is missing: these tests read shared/{name}, and the shared/ folder must "
+            f"sit beside the checkout ({CHECKOUT}) or be named by {SHARED_ENV}"
+        )
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -98,7 +114,8 @@ def mariadb_connect(settings: Settings) -> Callable[..., pymysql.connections.Con
 
 @pytest.fixture(scope="session")
 def tidb_settings(settings: Settings) -> Settings:
-    """The settings with the local TiDB (`ticdc-sink services up` starts it) as the downstream."""
+    """The settings with the local TiDB (`ticdc-sink services up --tidb` starts it) as the
+    downstream."""
     from config.settings import Downstream
     from ticdc_sink.services.tidb_server import TiDBService
 
@@ -116,7 +133,7 @@ def tidb_connect(tidb_settings: Settings) -> Callable[..., pymysql.connections.C
     try:
         connect().close()
     except pymysql.MySQLError as exc:
-        service_missing("TiDB", exc)
+        service_missing("TiDB", exc, start="ticdc-sink services up --tidb")
     return connect
 
 
@@ -160,11 +177,7 @@ def spark(settings: Settings) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def conformance() -> Path:
     """../shared/conformance: real TiCDC messages (set TICDC_SINK_SHARED to move it)."""
-    shared = Path(os.environ.get("TICDC_SINK_SHARED", Path(__file__).parents[2] / "shared"))
-    folder = shared / "conformance"
-    if not folder.is_dir():
-        service_missing("the shared conformance vectors", FileNotFoundError(folder))
-    return folder
+    return shared_folder("conformance")
 
 
 @pytest.fixture

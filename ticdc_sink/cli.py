@@ -52,10 +52,17 @@ def checked_settings(
 
 def _services(args: argparse.Namespace) -> int:
     from ticdc_sink.services import services_down, services_status, services_up, state_dir
+    from ticdc_sink.services.manager import state_text
 
     if args.action == "up":
-        for service, state in services_up(secure=args.secure, spark=args.spark_cluster):
-            print(f"{service.name:14} {service.endpoint}  {state}")
+        services_up(
+            secure=args.secure,
+            spark=args.spark_cluster,
+            tidb=args.tidb,
+            report=lambda service, state: print(
+                f"{service.name:14} {service.endpoint}  {state}", flush=True
+            ),
+        )
         if args.secure:
             from ticdc_sink.services.secure import SECURE_ENV
 
@@ -65,7 +72,7 @@ def _services(args: argparse.Namespace) -> int:
             print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
     else:
         for service, state in services_status(secure=args.secure):
-            print(f"{service.name:14} {service.endpoint}  {state}")
+            print(f"{service.name:14} {service.endpoint}  {state_text(service, state)}")
     return 0
 
 
@@ -223,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--spark-cluster",
         action="store_true",
         help="with up: also a Spark standalone master and two workers (spark://127.0.0.1:7077)",
+    )
+    services.add_argument(
+        "--tidb",
+        action="store_true",
+        help="with up: also TiDB on 127.0.0.1:4000, built from source the first time",
     )
     services.set_defaults(handler=_services)
 

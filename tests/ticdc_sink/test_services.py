@@ -163,3 +163,14 @@ def test_tidb_runs_sql_and_keeps_unsigned_bigint_and_microseconds(
             assert "Store: unistore" in cur.fetchone()[0]
         finally:
             cur.execute(f"DROP DATABASE `{unique}`")
+
+
+def test_status_shows_tidb_started_or_not(capsys: pytest.CaptureFixture[str]) -> None:
+    from ticdc_sink.cli import main
+
+    assert main(["services", "status"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert "127.0.0.1:4000" in lines["tidb"]
+    state = lines["tidb"].split("127.0.0.1:4000", 1)[1].strip()
+    started = {str(ServiceState.OURS), str(ServiceState.FOREIGN)}
+    assert state in started or state == "not started (ticdc-sink services up --tidb starts it)"

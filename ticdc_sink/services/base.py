@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import shutil
 import signal
@@ -23,6 +24,10 @@ DEFAULT_STATE_DIR = ".ticdc-sink"
 START_TIMEOUT_S = 120.0
 # How long `down` waits after SIGTERM before SIGKILL.
 STOP_TIMEOUT_S = 30.0
+# The longest path a unix socket can have on Linux (sun_path holds 108 bytes with the final NUL).
+MAX_SOCKET_PATH = 107
+# Where a socket goes when the state folder is too deep for one (see socket_path).
+SHORT_SOCKET_ROOT = Path("/tmp")
 
 _apt_updated = False
 
@@ -41,23 +46,56 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
         return False
 
 
-def apt_install(*packages: str) -> None:
-    """Install Debian packages (root only), running ``apt-get update`` once per process."""
+def socket_path(home: Path, name: str) -> Path:
+    """Where a service's unix socket goes: ``home/name``, unless that path is too long for a
+    socket; then a folder in /tmp named by a hash of ``home``."""
+    wanted = home / name
+    if len(os.fsencode(wanted)) <= MAX_SOCKET_PATH:
+        return wanted
+    # The kernel refuses a longer path, and a shorter name inside the state folder saves a few
+    # bytes at most: in a deep checkout the socket alone leaves it, for a folder that is the same
+    # on every start from one state folder and differs between checkouts.
+    digest = hashlib.sha256(os.fsencode(home)).hexdigest()[:16]
+    return SHORT_SOCKET_ROOT / f"ticdc-sink-{digest}" / name
+
+
+def make_private_folder(folder: Path) -> None:
+    """``folder``, made if missing, which must be this user's (a socket folder in /tmp could
+    have been made by someone else first)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if folder.stat().st_uid != os.geteuid():
+        raise ServiceError(f"{folder} belongs to another user; remove it or move the state folder")
+
+
+def apt_install(*packages: str, log: Path) -> None:
+    """Install Debian packages (root only), running ``apt-get update`` once per process; apt's
+    output goes to ``log``."""
     global _apt_updated
     if os.geteuid() != 0:
         raise ServiceError(f"need root to run: apt-get install -y {' '.join(packages)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     if not _apt_updated:
-        run_checked(["apt-get", "update", "-qq"], env=env)
+        run_logged("apt-get update", ["apt-get", "update", "-qq"], log, env=env)
         _apt_updated = True
-    run_checked(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], env=env)
+    command = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages]
+    run_logged(f"apt-get install {' '.join(packages)}", command, log, env=env)
 
 
-def run_checked(cmd: list[str], **kwargs: object) -> None:
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+def run_logged(what: str, command: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    """Run ``command`` to its end, its output appended to ``log``; a failure is one line that
+    says ``what`` failed and where its output is."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("ab") as out:
+        out.write(f"$ {' '.join(command)}\n".encode())
+        out.flush()
+        try:
+            result = subprocess.run(
+                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        except OSError as exc:
+            raise ServiceError(f"{what}: {exc.strerror}: {command[0]}") from None
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout or "").strip().splitlines()[-15:]
-        raise ServiceError(f"{' '.join(cmd)} failed ({result.returncode}):\n" + "\n".join(tail))
+        raise ServiceError(f"{what} failed (exit {result.returncode}); its output: {log}")
 
 
 class ServiceState(StrEnum):
@@ -84,10 +122,17 @@ class LocalService(ABC):
 
     name: str
     endpoint: Endpoint
+    # The `services up` option that starts this service ("" when `services up` always does).
+    start_option = ""
 
     @property
     def home(self) -> Path:
         return state_dir() / self.name
+
+    @property
+    def tmp_dir(self) -> Path:
+        """The server's temporary files (its TMPDIR), which would otherwise go to /tmp."""
+        return self.home / "tmp"
 
     @property
     def pid_file(self) -> Path:
@@ -107,7 +152,7 @@ class LocalService(ABC):
 
     def environment(self) -> dict[str, str]:
         """Variables the server's process gets on top of this process's environment."""
-        return {}
+        return {"TMPDIR": str(self.tmp_dir)}
 
     def prepare(self) -> None:
         """One-time set-up of the data folder before the first start."""
@@ -143,13 +188,36 @@ class LocalService(ABC):
         return True
 
     def up(self) -> ServiceState:
-        """Start the service unless it already answers; wait until it answers and is ready."""
+        """Start the service unless it already answers; wait until it answers and is ready.
+        Whatever fails is one line naming the service and where to read more."""
         if self.answers():
             self._wait_ready(time.monotonic() + START_TIMEOUT_S)
             return self.state()
-        self.install()
-        self.home.mkdir(parents=True, exist_ok=True)
-        self.prepare()
+        try:
+            self.install()
+            self.home.mkdir(parents=True, exist_ok=True)
+            self.tmp_dir.mkdir(exist_ok=True)
+            self.prepare()
+            process = self._start()
+        except (ServiceError, OSError) as exc:
+            raise ServiceError(f"{self.name} did not start: {_reason(exc)}") from None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self.answers():
+            if process.poll() is not None:
+                raise ServiceError(
+                    f"{self.name} exited with {process.returncode} at start; its log: "
+                    f"{self.log_file}"
+                )
+            if time.monotonic() > deadline:
+                raise ServiceError(
+                    f"{self.name} did not answer on {self.endpoint} in {START_TIMEOUT_S:.0f} s; "
+                    f"its log: {self.log_file}"
+                )
+            time.sleep(0.25)
+        self._wait_ready(deadline)
+        return ServiceState.OURS
+
+    def _start(self) -> subprocess.Popen[bytes]:
         with self.log_file.open("ab") as log:
             process = subprocess.Popen(
                 self.command(),
@@ -161,23 +229,15 @@ class LocalService(ABC):
                 env={**os.environ, **self.environment()},
             )
         self.pid_file.write_text(str(process.pid))
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not self.answers():
-            if process.poll() is not None:
-                raise ServiceError(
-                    f"{self.name} exited with {process.returncode} at start; "
-                    f"last log lines:\n{self._log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise ServiceError(f"{self.name} did not answer on {self.endpoint} in time")
-            time.sleep(0.25)
-        self._wait_ready(deadline)
-        return ServiceState.OURS
+        return process
 
     def _wait_ready(self, deadline: float) -> None:
         while not self.ready():
             if time.monotonic() > deadline:
-                raise ServiceError(f"{self.name} on {self.endpoint} answers but is not ready")
+                raise ServiceError(
+                    f"{self.name} on {self.endpoint} answers but is not ready; its log: "
+                    f"{self.log_file}"
+                )
             time.sleep(0.25)
 
     def down(self) -> bool:
@@ -202,11 +262,13 @@ class LocalService(ABC):
         # Reaps nothing: the server is not our child once the CLI that started it has exited.
         return not _gone(pid)
 
-    def _log_tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"
+
+def _reason(error: ServiceError | OSError) -> str:
+    """What went wrong, in one line: an OSError names its file (``[Errno 13] ...`` says less)."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    return "; ".join(line.strip() for line in str(error).splitlines() if line.strip())
 
 
 def _gone(pid: int) -> bool:
@@ -218,12 +280,12 @@ def _gone(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] == "Z"
 
 
-def require_binary(binary: str, package: str) -> str:
+def require_binary(binary: str, package: str, log: Path) -> str:
     """The path of ``binary``, installing Debian's ``package`` first if it is missing."""
     found = shutil.which(binary) or shutil.which(binary, path="/usr/sbin:/usr/bin:/sbin:/bin")
     if found:
         return found
-    apt_install(package)
+    apt_install(package, log=log)
     found = shutil.which(binary, path="/usr/sbin:/usr/bin:/sbin:/bin")
     if not found:
         raise ServiceError(f"installed {package} but {binary} is still missing")

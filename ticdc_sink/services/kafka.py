@@ -17,7 +17,7 @@ from ticdc_sink.services.base import (
     LocalService,
     apt_install,
     port_open,
-    run_checked,
+    run_logged,
     state_dir,
 )
 
@@ -70,22 +70,24 @@ class KafkaService(LocalService):
 
     def install(self) -> None:
         if not shutil.which("java"):
-            apt_install("openjdk-17-jre-headless")
+            apt_install("openjdk-17-jre-headless", log=self.log_file)
         if (self.lib / ".complete").exists():
             return
         if not shutil.which("mvn"):
-            apt_install("maven")
+            apt_install("maven", log=self.log_file)
         self.home.mkdir(parents=True, exist_ok=True)
         pom = self.home / "pom.xml"
         pom.write_text(resources.files(__package__).joinpath("kafka-pom.xml").read_text())
-        run_checked(
+        run_logged(
+            "fetching Kafka's jars with mvn",
             [
                 "mvn", "-q", "-B", "-f", str(pom),
                 f"-Dmaven.repo.local={state_dir() / 'm2'}",
                 "dependency:copy-dependencies",
                 f"-DoutputDirectory={self.lib}",
                 "-Dmdep.includeScope=runtime",
-            ]
+            ],
+            self.log_file,
         )  # fmt: skip
         (self.lib / ".complete").touch()
 
@@ -102,7 +104,8 @@ class KafkaService(LocalService):
         if (self.home / "data" / "meta.properties").exists():
             return
         cluster_id = new_cluster_id()
-        run_checked(
+        run_logged(
+            "formatting Kafka's storage",
             [
                 *self._java(),
                 "kafka.tools.StorageTool",
@@ -112,7 +115,8 @@ class KafkaService(LocalService):
                 "-c",
                 str(config),
                 *self.format_arguments(),
-            ]
+            ],
+            self.log_file,
         )
 
     def _java(self) -> list[str]:
@@ -120,6 +124,9 @@ class KafkaService(LocalService):
             "java",
             self.heap,
             "-Duser.timezone=UTC",
+            f"-Djava.io.tmpdir={self.tmp_dir}",
+            # No /tmp/hsperfdata_<user>/<pid> file (jps and jstat then do not see the broker).
+            "-XX:-UsePerfData",
             f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
             f"-Dkafka.logs.dir={self.home}",
             "-cp",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ticdc_sink.services.base import LocalService, ServiceState
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
@@ -10,21 +12,40 @@ from ticdc_sink.services.secure import secure_services, write_secure_env
 from ticdc_sink.services.spark import spark_cluster
 from ticdc_sink.services.tidb_server import TiDBService
 
+# What `services up` tells of each service as it comes up.
+Report = Callable[[LocalService, ServiceState], None]
 
-def all_services(secure: bool = False, spark: bool = False) -> list[LocalService]:
-    """Every service the project runs against, in start order (TiDB after the plain ones: its
-    first start builds it from source); ``secure`` adds the secured variants (beside the plain
-    ones, on their own ports), ``spark`` the Spark cluster."""
-    plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService(), TiDBService()]
-    return plain + (secure_services() if secure else []) + (spark_cluster() if spark else [])
+
+def all_services(
+    secure: bool = False, spark: bool = False, tidb: bool = False
+) -> list[LocalService]:
+    """Every service the project runs against, in start order: the plain ones; with ``tidb``
+    TiDB (after them: its first start builds it from source); with ``secure`` the secured
+    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster."""
+    plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
+    return (
+        plain
+        + ([TiDBService()] if tidb else [])
+        + (secure_services() if secure else [])
+        + (spark_cluster() if spark else [])
+    )
 
 
 def services_up(
-    secure: bool = False, spark: bool = False
+    secure: bool = False,
+    spark: bool = False,
+    tidb: bool = False,
+    report: Report | None = None,
 ) -> list[tuple[LocalService, ServiceState]]:
-    """Start what is not answering yet (installing what is missing); report each one. With
-    ``secure``, also write the settings that reach the secured services (secure.env)."""
-    started = [(service, service.up()) for service in all_services(secure, spark)]
+    """Start what is not answering yet (installing what is missing), in order, and ``report``
+    each one as it is up; the first that does not come up raises ServiceError. With ``secure``,
+    also write the settings that reach the secured services (secure.env)."""
+    started = []
+    for service in all_services(secure, spark, tidb):
+        state = service.up()
+        if report is not None:
+            report(service, state)
+        started.append((service, state))
     if secure:
         write_secure_env()
     return started
@@ -32,8 +53,18 @@ def services_up(
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services(True, True))]
+    return [(service, service.down()) for service in reversed(all_services(True, True, True))]
 
 
 def services_status(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
-    return [(service, service.state()) for service in all_services(secure, spark=True)]
+    """Each service's state: the plain ones, TiDB and the Spark cluster, the secured ones only
+    with ``secure``."""
+    return [(service, service.state()) for service in all_services(secure, True, True)]
+
+
+def state_text(service: LocalService, state: ServiceState) -> str:
+    """How `services status` shows ``state``: a stopped service that plain `services up` does
+    not start says which option starts it."""
+    if state is ServiceState.STOPPED and service.start_option:
+        return f"not started (ticdc-sink services up {service.start_option} starts it)"
+    return str(state)

@@ -13,8 +13,10 @@ from ticdc_sink.services.base import (
     Endpoint,
     LocalService,
     apt_install,
+    make_private_folder,
     require_binary,
-    run_checked,
+    run_logged,
+    socket_path,
 )
 
 # Large enough for bulk statements and the 200k-row benchmark table to stay in memory.
@@ -30,24 +32,34 @@ class MariaDBService(LocalService):
     def datadir(self) -> str:
         return str(self.home / "data")
 
+    @property
+    def socket(self) -> Path:
+        return socket_path(self.home, "mariadb.sock")
+
     def install(self) -> None:
-        self.binary = require_binary("mariadbd", "mariadb-server")
-        self.install_db = require_binary("mariadb-install-db", "mariadb-server")
+        self.binary = require_binary("mariadbd", "mariadb-server", self.log_file)
+        self.install_db = require_binary("mariadb-install-db", "mariadb-server", self.log_file)
         # Spark's JDBC writer needs Connector/J; it comes with the database, not with Spark.
         if not Path(default_of("jdbc_jar")).exists():
-            apt_install("libmariadb-java")
+            apt_install("libmariadb-java", log=self.log_file)
 
     def prepare(self) -> None:
+        make_private_folder(self.socket.parent)
         if (self.home / "data" / "mysql").is_dir():
             return
-        run_checked(
+        run_logged(
+            "creating MariaDB's system tables",
             [
                 self.install_db,
+                # The machine's /etc/mysql would put the bootstrap's pid file in /run/mysqld.
+                "--no-defaults",
                 f"--datadir={self.datadir}",
+                f"--tmpdir={self.tmp_dir}",
                 "--user=root",
                 "--auth-root-authentication-method=normal",
                 "--skip-test-db",
-            ]
+            ],
+            self.log_file,
         )
 
     def command(self) -> list[str]:
@@ -55,7 +67,8 @@ class MariaDBService(LocalService):
             self.binary,
             "--no-defaults",
             f"--datadir={self.datadir}",
-            f"--socket={self.home / 'mariadb.sock'}",
+            f"--socket={self.socket}",
+            f"--tmpdir={self.tmp_dir}",
             f"--port={self.endpoint.port}",
             f"--bind-address={self.endpoint.host}",
             f"--pid-file={self.home / 'mariadbd.pid'}",

@@ -17,7 +17,7 @@ class RedisService(LocalService):
     endpoint = Endpoint("127.0.0.1", 6379)
 
     def install(self) -> None:
-        self.binary = require_binary("redis-server", "redis-server")
+        self.binary = require_binary("redis-server", "redis-server", self.log_file)
 
     def ready(self) -> bool:
         """PING answered with PONG: after a restart Redis answers -LOADING while it reads its

@@ -68,6 +68,7 @@ def client_tls() -> ssl.SSLContext:
 class SecureKafkaService(KafkaService):
     name = "kafka-secure"
     endpoint = Endpoint("127.0.0.1", SECURE_KAFKA_PORT)
+    start_option = "--secure"
     controller_port = SECURE_KAFKA_CONTROLLER_PORT
     heap = SECURE_KAFKA_HEAP
     template = "kafka-secure-server.properties"
@@ -99,6 +100,7 @@ class SecureKafkaService(KafkaService):
 class SecureMariaDBService(MariaDBService):
     name = "mariadb-secure"
     endpoint = Endpoint("127.0.0.1", SECURE_MARIADB_PORT)
+    start_option = "--secure"
 
     def command(self) -> list[str]:
         ca = authority()
@@ -120,7 +122,7 @@ class SecureMariaDBService(MariaDBService):
         import pymysql
 
         try:
-            conn = pymysql.connect(unix_socket=str(self.home / "mariadb.sock"), user="root")
+            conn = pymysql.connect(unix_socket=str(self.socket), user="root")
         except pymysql.MySQLError as exc:
             raise ServiceError(f"{self.name}: cannot reach it over its socket: {exc}") from None
         with conn, conn.cursor() as cursor:
@@ -134,6 +136,7 @@ class SecureMariaDBService(MariaDBService):
 class SecureRedisService(RedisService):
     name = "redis-secure"
     endpoint = Endpoint("127.0.0.1", SECURE_REDIS_PORT)
+    start_option = "--secure"
 
     @property
     def acl_file(self) -> Path:

@@ -68,9 +68,10 @@ class _SparkDaemon(LocalService):
     """A Spark daemon run in the foreground by ``spark-class``, in UTC, with a small heap."""
 
     main_class: str
+    start_option = "--spark-cluster"
 
     def install(self) -> None:
-        require_binary("java", "openjdk-17-jre-headless")
+        require_binary("java", "openjdk-17-jre-headless", self.log_file)
         self.spark_home = spark_home()
 
     def arguments(self) -> list[str]:
@@ -81,15 +82,25 @@ class _SparkDaemon(LocalService):
         return [str(self.spark_home / "bin" / "spark-class"), self.main_class, *self.arguments()]
 
     def environment(self) -> dict[str, str]:
-        """What ``spark-class`` reads: where Spark is, the daemon's heap and Java options."""
+        """What ``spark-class`` reads: where Spark is, the daemon's heap and Java options, and
+        the daemon's folders, each of which Spark would otherwise put in /tmp."""
         return {
+            **super().environment(),
             "SPARK_HOME": str(self.spark_home),
             # An empty folder of our own: no spark-env.sh or spark-defaults.conf from elsewhere.
             "SPARK_CONF_DIR": str(self.home / "conf"),
             "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
             # The daemons' own logs; executors get their zone from the application (the sink).
-            "SPARK_DAEMON_JAVA_OPTS": _UTC_JAVA_OPTIONS,
+            # No /tmp/hsperfdata_<user>/<pid> file (jps and jstat then do not see the daemon).
+            "SPARK_DAEMON_JAVA_OPTS": (
+                f"{_UTC_JAVA_OPTIONS} -Djava.io.tmpdir={self.tmp_dir} -XX:-UsePerfData"
+            ),
             "SPARK_LOCAL_IP": self.endpoint.host,
+            # A worker hands its local folders to its executors for their shuffle and blocks.
+            "SPARK_LOCAL_DIRS": str(self.tmp_dir),
+            # Read by Spark's own start scripts (spark-daemon.sh), should anything run them.
+            "SPARK_PID_DIR": str(self.home),
+            "SPARK_LOG_DIR": str(self.home),
         }
 
     def prepare(self) -> None:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from config.errors import ServiceError
-from ticdc_sink.services.base import Endpoint, LocalService
+from ticdc_sink.services.base import Endpoint, LocalService, make_private_folder, socket_path
 
 TIDB_MODULE = "github.com/pingcap/tidb"
 # The Go module that pins TiDB's version and toolchain, and whose `tool` line names the server.
@@ -101,6 +101,7 @@ def find_go() -> str:
 class TiDBService(LocalService):
     name = "tidb"
     endpoint = Endpoint("127.0.0.1", 4000)
+    start_option = "--tidb"
 
     def __init__(self) -> None:
         go_mod = (GO_MODULE_DIR / "go.mod").read_text()
@@ -114,6 +115,11 @@ class TiDBService(LocalService):
     @property
     def build_log(self) -> Path:
         return self.home / "build.log"
+
+    @property
+    def socket(self) -> Path:
+        """TiDB's unix socket (its default, /tmp/tidb-<port>.sock, is one per machine)."""
+        return socket_path(self.home, "tidb.sock")
 
     def install(self) -> None:
         if self.binary.exists():
@@ -130,6 +136,9 @@ class TiDBService(LocalService):
         # The toolchain from go.mod, fetched by the go command: a machine's newer Go (or
         # go.env's GOTOOLCHAIN=local) would otherwise build a TiDB that refuses to start.
         env = {**os.environ, "GOTOOLCHAIN": self.toolchain, "CGO_ENABLED": "1"}
+        # Go's work folders, which it deletes after the build; its caches stay shared in ~.
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        env["GOTMPDIR"] = str(self.tmp_dir)
         command = [
             go, "build", "-mod=readonly", "-tags", BUILD_TAGS, *version_flags(self.version),
             "-o", str(partial), SERVER_PACKAGE,
@@ -142,17 +151,16 @@ class TiDBService(LocalService):
                 command, cwd=GO_MODULE_DIR, env=env, stdout=log, stderr=subprocess.STDOUT
             )
         if done.returncode != 0:
-            tail = self.build_log.read_text(errors="replace").splitlines()[-15:]
             raise ServiceError(
-                f"building tidb-server {self.version} failed ({done.returncode}):\n"
-                + "\n".join(tail)
+                f"building tidb-server {self.version} failed (exit {done.returncode}); "
+                f"its log: {self.build_log}"
             )
         partial.replace(self.binary)
         print(f"built {self.binary} in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
     def prepare(self) -> None:
         (self.home / "data").mkdir(parents=True, exist_ok=True)
-        (self.home / "tmp").mkdir(parents=True, exist_ok=True)
+        make_private_folder(self.socket.parent)
 
     def command(self) -> list[str]:
         return [
@@ -163,6 +171,7 @@ class TiDBService(LocalService):
             f"-P={self.endpoint.port}",
             f"--status={STATUS_PORT}",
             f"--status-host={self.endpoint.host}",
-            f"--temp-dir={self.home / 'tmp'}",
+            f"--temp-dir={self.tmp_dir}",
+            f"--socket={self.socket}",
             f"--log-slow-query={self.home / 'slow.log'}",
         ]
