@@ -208,7 +208,8 @@ def test_rows_of_a_table_missing_downstream_stop_the_sink(pipeline: Any, unique:
 
 
 def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> None:
-    from ticdc_sink.cli import EXIT_BAD_INPUT, main
+    from ticdc_sink.cli import main
+    from ticdc_sink.exit_codes import EXIT_BAD_INPUT
 
     settings, staging, upstream = pipeline
     database = f"{unique}_up"

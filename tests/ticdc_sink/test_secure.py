@@ -30,7 +30,7 @@ from core.redis_client import redis_client
 from core.staging import Keys
 from spark_sink.db.downstream import connect as downstream_connect
 from tests.conftest import missing
-from ticdc_sink.cli import EXIT_BAD_INPUT
+from ticdc_sink.exit_codes import EXIT_BAD_INPUT
 from ticdc_sink.services.base import state_dir
 from ticdc_sink.services.certificates import make_authority
 from ticdc_sink.services.secure import SECURE_ENV

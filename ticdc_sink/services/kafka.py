@@ -157,7 +157,7 @@ def _api_versions_ok(endpoint: Endpoint, context: ssl.SSLContext | None = None) 
         (size,) = struct.unpack(">i", header)
         reply = _recv_exact(sock, size)
     correlation, error = struct.unpack(">ih", reply[:6])
-    return correlation == 7 and error == 0
+    return bool(correlation == 7 and error == 0)
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytes:

@@ -1,0 +1,190 @@
+"""What each subcommand of ``ticdc-sink`` runs, from its parsed arguments to its exit code (the
+work itself is in the command's own module; ``cli.py`` parses and dispatches)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from config.errors import ConfigError
+from config.logs import configure_logging
+from config.settings import Settings, load_settings
+from ticdc_sink.exit_codes import EXIT_FAILURE
+
+
+def checked_settings(
+    args: argparse.Namespace, *, kafka: bool = False, redis: bool = False, downstream: bool = False
+) -> Settings:
+    """The settings, once the services a command needs took their TLS and credentials: a
+    misconfiguration stops the command with one line naming the setting."""
+    settings = settings_from(args)
+    if kafka:
+        import asyncio
+
+        from core.connectivity import check_kafka
+
+        asyncio.run(check_kafka(settings))
+    if redis:
+        from core.connectivity import check_redis
+
+        check_redis(settings)
+    if downstream:
+        from spark_sink.db.downstream import check_downstream
+
+        check_downstream(settings)
+    return settings
+
+
+def services(args: argparse.Namespace) -> int:
+    from ticdc_sink.services import services_down, services_status, services_up, state_dir
+    from ticdc_sink.services.manager import state_text
+
+    if args.action == "up":
+        services_up(
+            secure=args.secure,
+            spark=args.spark_cluster,
+            tidb=args.tidb,
+            report=lambda service, state: print(
+                f"{service.name:14} {service.endpoint}  {state}", flush=True
+            ),
+        )
+        if args.secure:
+            from ticdc_sink.services.secure import SECURE_ENV
+
+            print(f"settings for the secured services: source {state_dir() / SECURE_ENV}")
+    elif args.action == "down":
+        for service, stopped in services_down():
+            print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
+    else:
+        for service, state in services_status(secure=args.secure):
+            print(f"{service.name:14} {service.endpoint}  {state_text(service, state)}")
+    return 0
+
+
+def decode(args: argparse.Namespace) -> int:
+    from ticdc_sink.decode_command import run_decode
+
+    return run_decode(args.protocol, args.key, args.values, args.stream)
+
+
+def demo(args: argparse.Namespace) -> int:
+    from ticdc_sink.demo import run_demo
+
+    return run_demo(checked_settings(args, kafka=True, redis=True, downstream=True), args.config)
+
+
+def worker(args: argparse.Namespace) -> int:
+    from streams.worker.app import run_worker
+
+    return run_worker(checked_settings(args, kafka=True, redis=True))
+
+
+def status(args: argparse.Namespace) -> int:
+    from ticdc_sink.status_command import run_status
+
+    return run_status(
+        checked_settings(args, kafka=True, redis=True, downstream=True), as_json=args.json
+    )
+
+
+def deadletters(args: argparse.Namespace) -> int:
+    from ticdc_sink import deadletters_command as command
+
+    settings = settings_from(args)
+    if args.action == "list":
+        return command.run_list(settings, args.limit)
+    if args.action == "show":
+        return command.run_show(settings, args.id)
+    if args.action == "export":
+        return command.run_export(settings, args.output)
+    if args.action == "replay":
+        return command.run_replay(settings, args.id, args.key, args.value, args.keep)
+    return command.run_purge(settings, args.ids, args.yes)
+
+
+def config(args: argparse.Namespace) -> int:
+    from ticdc_sink.config_command import run_describe
+
+    return run_describe(settings_from(args), as_json=args.json)
+
+
+def apply(args: argparse.Namespace) -> int:
+    from spark_sink.sink import run_sink
+
+    return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
+
+
+def skip_ddl(args: argparse.Namespace) -> int:
+    from spark_sink.ddl.skip import request_skip_ddl
+
+    print(request_skip_ddl(settings_from(args), args.ts))
+    return 0
+
+
+def recover(args: argparse.Namespace) -> int:
+    from ticdc_sink.recover import run_recover
+
+    return run_recover(
+        checked_settings(args, kafka=True, redis=True, downstream=True),
+        dry_run=args.dry_run,
+        assume_yes=args.yes,
+    )
+
+
+def produce(args: argparse.Namespace) -> int:
+
+    from ticdc_sink.produce import run_produce
+
+    settings = checked_settings(args, kafka=True)
+    topic = args.topic or (settings.kafka.topics[0] if settings.kafka.topics else None)
+    if topic is None:
+        raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
+    sent, final = run_produce(
+        settings,
+        topic,
+        args.protocol or settings.kafka.protocol.value,
+        args.partitions,
+        args.transactions,
+        args.seed,
+        Path(args.expected),
+        args.duplicates,
+        args.schema,
+    )
+    print(f"sent {sent} messages to {topic}; final resolved ts {final}")
+    print(f"expected downstream state: {args.expected}")
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+
+    from ticdc_sink.verify import verify
+
+    if args.db or args.truth_db:
+        return verify_against_truth(args)
+    ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
+    print("\n".join(report))
+    print("verify: match" if ok else "verify: MISMATCH")
+    return 0 if ok else EXIT_FAILURE
+
+
+def verify_against_truth(args: argparse.Namespace) -> int:
+
+    from ticdc_sink.truth import compare_databases, run_workload
+
+    if not (args.db and args.truth_db):
+        raise ConfigError("--db and --truth-db go together")
+    settings = checked_settings(args, downstream=True)
+    if args.workload:
+        run_workload(settings, Path(args.workload), args.truth_db)
+    report = compare_databases(settings, args.truth_db, args.db)
+    print("\n".join(report))
+    print("verify: match" if not report else "verify: MISMATCH")
+    return EXIT_FAILURE if report else 0
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings for this invocation (``--config`` plus the environment); logging from
+    then on is in their level and format, each record naming the pipeline."""
+    settings = load_settings(args.config)
+    configure_logging(settings.logging.level, settings.logging.format, settings.group)
+    return settings
