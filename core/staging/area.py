@@ -45,7 +45,7 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
         """Refuse (:class:`StagingError`) a staging area that holds members of another member
         layout than :data:`LAYOUT_VERSION`, or of none recorded: read as this one, they would be
         misread. The worker and the sink call it at start; an area holding no members is
-        accepted (the first staging write records the layout)."""
+        accepted (the first staging write records the member layout)."""
         recorded = self._client.get(self.keys.layout)
         found = None if recorded is None else as_text(recorded)
         if found != str(LAYOUT_VERSION) and self.holds_members():

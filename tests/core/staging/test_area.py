@@ -1,6 +1,6 @@
 """The staging area's member layout, checked at start: members of another member layout (or of
 none recorded) are refused by the worker and the sink alike; an area without members is taken,
-and every staging write records the layout."""
+and every staging write records the member layout."""
 
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ pytestmark = pytest.mark.integration
 
 
 def _stage_as_before(client: redis.Redis, staging: Staging) -> None:
-    """A row member staged without the layout recorded, as an older ticdc-sink left it."""
+    """A row member staged without the member layout recorded, as an older ticdc-sink left it."""
     member = row_member(BIG_TS, 0, 0, [pack_row(row(BIG_TS, 1))])
     client.zadd(staging.keys.rows(P0), {member: 0})
 
 
-def test_a_fresh_staging_area_is_taken_and_staging_records_its_layout(
+def test_a_fresh_staging_area_is_taken_and_staging_records_its_member_layout(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
     staging.check_layout()
@@ -38,14 +38,14 @@ def test_a_fresh_staging_area_is_taken_and_staging_records_its_layout(
     staging.check_layout()
 
 
-def test_a_late_row_staged_alone_records_the_layout(
+def test_a_late_row_staged_alone_records_the_member_layout(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
     staging.stage_late(P1, 4, [row(BIG_TS, 1)])
     assert redis_client.get(staging.keys.layout) == str(LAYOUT_VERSION).encode()
 
 
-def test_members_without_a_recorded_layout_are_refused(
+def test_members_without_a_recorded_member_layout_are_refused(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
     _stage_as_before(redis_client, staging)
@@ -60,7 +60,7 @@ def test_members_without_a_recorded_layout_are_refused(
     ("recorded", "writer"),
     [("1", "an older ticdc-sink"), (str(LAYOUT_VERSION + 1), "another ticdc-sink version")],
 )
-def test_members_of_another_layout_are_refused(
+def test_members_of_another_member_layout_are_refused(
     redis_client: redis.Redis, staging: Staging, recorded: str, writer: str
 ) -> None:
     staging.stage(P0, 0, [row(BIG_TS, 1)])
@@ -77,7 +77,7 @@ def test_ddl_members_alone_are_refused_too(redis_client: redis.Redis, staging: S
         staging.check_layout()
 
 
-def test_an_area_of_another_layout_holding_no_members_is_taken(
+def test_an_area_of_another_member_layout_holding_no_members_is_taken(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
     # What is left once the older version's sink has applied and trimmed everything.

@@ -137,7 +137,7 @@ def test_the_native_reader_releases_what_the_reference_did(
     assert released(native_members, windows, chunk) == reference_rows(partitions)
 
 
-def test_natively_read_rows_of_one_layout_share_their_columns(native_members: Any) -> None:
+def test_natively_read_rows_of_one_table_layout_share_their_columns(native_members: Any) -> None:
     rows = [
         RowChange(BIG_TS, "db", "t", Op.INSERT, COLUMNS, {"id": n, "v": "x"}, None) for n in (1, 2)
     ]
