@@ -24,7 +24,7 @@ from core.model import Op, RowChange
 from spark_sink.db.downstream import connect
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
-from tests.workload import COLUMNS, make_rows
+from workload import COLUMNS, make_rows
 
 # A database and pipeline of this run's own: runs on one server at once do not drop each other's.
 DB = f"bench_{os.getpid()}"

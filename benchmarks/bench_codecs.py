@@ -27,7 +27,7 @@ from core.native import native_module
 from streams.codecs import Codec, codec_for
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple_avro import avro_schema
-from tests.workload import make_rows
+from workload import make_rows
 
 
 def best_rate(events: int, run: Callable[[], object], repeat: int) -> float:

@@ -1,15 +1,15 @@
-"""Redis's CPU per row change for the staged row members, layout 1 (a member a row) against
-layout 2 (a member per run of a message's rows at one commit ts), in one run.
+"""Redis's CPU per row change for the staged row members: a member per run of a message's rows
+at one commit ts (as the worker stages them) against a member a row, in one run.
 
 bench_scale's workload (Open Protocol, 16 partitions, 16 rows a message) is decoded natively as
 the worker decodes it, then staged, read and trimmed straight through the staging area, once per
-layout and round, alternating: stage (MULTI { ZADD ; stage.lua } EXEC per partition, 64
+framing and round, alternating: stage (MULTI { ZADD ; stage.lua } EXEC per partition, 64
 messages a transaction, as the worker batches), read (every partition's ZRANGEBYLEX pages),
-release (read, merge by commit ts, unpack: the sink's whole read), trim (trim.lua). Layout 1 is
-the baseline: its members are made by ``layout1_member`` and go through the same writer, with
-the page sizes it had (5,000 members a read page, 20,000 a trim call). The order alternates by
-round; the medians are printed. Redis's CPU is the whole
-server's (``INFO cpu``): on a shared Redis, neighbours add theirs to both layouts alike.
+release (read, merge by commit ts, unpack: the sink's whole read), trim (trim.lua). A member a
+row is the baseline: each row framed as a run of one (``row_member``), through the same writer
+and page sizes: what runs of rows save is the ratio. The order alternates by round; the medians
+are printed. Redis's CPU is the whole server's (``INFO cpu``): on a shared Redis, neighbours add
+theirs to both framings alike.
 
     python -m benchmarks.bench_members [--rows N] [--transaction-rows N] [--rounds N]
 """
@@ -30,26 +30,23 @@ from config.settings import load_settings
 from core.packed import PackedEvents
 from core.redis_client import redis_client
 from core.resp import Arg, encode_args
-from core.staging import Staging, TopicPartition, reader
+from core.staging import Staging, TopicPartition
 from core.staging.framing import FramedMessage, frame_packed
-from core.staging.layout import layout1_member
+from core.staging.layout import row_member
 from streams.codecs import codec_for
 
 # Messages per staging transaction: a worker's batch of a partition.
 MESSAGES_PER_STAGE = 64
-# Layout 1's page sizes, as it ran with them.
-LAYOUT1_RELEASE_PAGE = 5_000
-LAYOUT1_TRIM_PAGE = 20_000
 PHASES = ("stage", "read", "release", "trim")
 TOPIC = "bench-members"
 
 
-def layout1_frames(messages: list[tuple[int, PackedEvents]]) -> list[FramedMessage]:
-    """Each message framed as layout 1 framed it: a member a row."""
+def row_frames(messages: list[tuple[int, PackedEvents]]) -> list[FramedMessage]:
+    """Each message framed with a member a row (a run of one)."""
     frames = []
     for offset, packed in messages:
         rows = packed.rows()
-        members = [layout1_member(ts, offset, i, row) for i, (ts, row) in enumerate(rows)]
+        members = [row_member(ts, offset, i, [row]) for i, (ts, row) in enumerate(rows)]
         args: list[Arg] = [offset, b"", len(rows), sum(map(len, members)), 0]
         pairs: list[Arg] = [0] * (2 * len(members))
         pairs[1::2] = members
@@ -89,19 +86,12 @@ class Phases:
         self.redis[name] += redis_cpu(self.client) - cpu
 
 
-def one_run(
-    client: Any,
-    frames: dict[int, list[FramedMessage]],
-    release_page: int,
-    trim_page: int,
-) -> tuple[Phases, int]:
+def one_run(client: Any, frames: dict[int, list[FramedMessage]]) -> tuple[Phases, int]:
     """``frames`` staged, read, released and trimmed in a fresh pipeline; the phases and the
     rows released."""
     staging = Staging(client, f"bench-members-{uuid.uuid4().hex[:8]}")
     staging.set_partition_count(TOPIC, PARTITIONS)
     phases = Phases(client)
-    saved = reader.RELEASE_PAGE, reader.TRIM_PAGE
-    reader.RELEASE_PAGE, reader.TRIM_PAGE = release_page, trim_page
     try:
         with phases.phase("stage"):
             for partition, framed in frames.items():
@@ -119,7 +109,6 @@ def one_run(
         with phases.phase("trim"):
             staging.trim(upto)
     finally:
-        reader.RELEASE_PAGE, reader.TRIM_PAGE = saved
         staging.clear()
     return phases, released
 
@@ -133,26 +122,24 @@ def main() -> None:
     client = redis_client(load_settings())
     by_partition = decoded(args.rows, args.transaction_rows)
     rows = sum(len(p) for messages in by_partition.values() for _, p in messages)
-    layouts: dict[
-        str, tuple[Callable[[list[tuple[int, PackedEvents]]], list[FramedMessage]], int, int]
-    ] = {
-        "layout 1 (baseline)": (layout1_frames, LAYOUT1_RELEASE_PAGE, LAYOUT1_TRIM_PAGE),
-        "layout 2": (frame_packed, reader.RELEASE_PAGE, reader.TRIM_PAGE),
+    framings: dict[str, Callable[[list[tuple[int, PackedEvents]]], list[FramedMessage]]] = {
+        "a row (baseline)": row_frames,
+        "runs of rows": frame_packed,
     }
     frames = {
         name: {p: frame(messages) for p, messages in by_partition.items()}
-        for name, (frame, _, _) in layouts.items()
+        for name, frame in framings.items()
     }
     members = {
         name: sum(f.member_count for framed in per.values() for f in framed)
         for name, per in frames.items()
     }
-    results: dict[str, list[Phases]] = {name: [] for name in layouts}
+    results: dict[str, list[Phases]] = {name: [] for name in framings}
     for round_ in range(args.rounds):
-        # Every other round the baseline goes second: neither layout always follows the other.
-        order = list(layouts.items())[:: 1 if round_ % 2 == 0 else -1]
-        for name, (_, release_page, trim_page) in order:
-            phases, released = one_run(client, frames[name], release_page, trim_page)
+        # Every other round the baseline goes second: neither framing always follows the other.
+        order = list(framings)[:: 1 if round_ % 2 == 0 else -1]
+        for name in order:
+            phases, released = one_run(client, frames[name])
             if released != rows:
                 raise RuntimeError(f"{name}: released {released} rows of {rows}")
             results[name].append(phases)
@@ -165,7 +152,7 @@ def _print(results: dict[str, list[Phases]], rows: int, members: dict[str, int],
         f"{args.transaction_rows} rows a transaction; median of {args.rounds} rounds, us per row"
     )
     print(
-        f"{'layout':20} {'members':>8} "
+        f"{'a member holds':20} {'members':>8} "
         + " ".join(f"{'Redis ' + p:>13}" for p in PHASES[:2] + PHASES[3:])
         + f" {'Redis all':>10} "
         + " ".join(f"{'wall ' + p:>12}" for p in PHASES)
@@ -184,7 +171,7 @@ def _print(results: dict[str, list[Phases]], rows: int, members: dict[str, int],
             + " ".join(f"{wall[p]:12.2f}" for p in PHASES)
         )
     base, new = medians.values()
-    print(f"Redis CPU per row, layout 2 / layout 1: {new / base:.2f}")
+    print(f"Redis CPU per row, runs of rows / a row a member: {new / base:.2f}")
 
 
 if __name__ == "__main__":

@@ -59,8 +59,8 @@ from spark_sink.load.loaders import Loader, LoadPath
 from spark_sink.load.staged import StagedTable
 from spark_sink.target import Target
 from streams.codecs import KafkaMessage, codec_for
-from tests.workload import make_rows
 from ticdc_sink.produce import send
+from workload import make_rows
 
 PARTITIONS = 16
 DB = "bench_scale"

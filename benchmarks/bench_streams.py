@@ -34,8 +34,8 @@ from core.model import Resolved, RowChange
 from core.redis_client import redis_client
 from core.staging import Staging
 from streams.codecs import KafkaMessage, codec_for
-from tests.workload import make_rows
 from ticdc_sink.produce import send
+from workload import make_rows
 
 PARTITIONS = 4
 

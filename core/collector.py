@@ -2,9 +2,8 @@
 hundred thousand (Faust's events and records; a batch's rows) that hold no reference cycles.
 
 At Python's default thresholds (700, 10, 10) the collections those allocations set off walk the
-live objects again and again: unpacking staged rows cost 5 us of CPU a row against 1.7 without
-collections and 2.3 with these, and the worker took 6.1-8.5 us a row in bench_e2e against 4.8-5.4.
-Reference counting frees the objects once they are done with either way.
+live objects again and again, a cost per row in both processes (docs/benchmarks.md has the
+figures). Reference counting frees the objects once they are done with either way.
 """
 
 from __future__ import annotations

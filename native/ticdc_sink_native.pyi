@@ -13,6 +13,11 @@ from core.model import ColumnType, Event, RowChange
 # ``column_type(mysql_type, flags)``: the shared column type of a pair.
 ColumnTypeOf = Callable[[int, int], ColumnType]
 
+# What Python calls of the module (``core.native.API_VERSION``) and the member layout it writes
+# and reads (``core.staging.layout.LAYOUT_VERSION``): core/native.py declines another.
+API_VERSION: int
+STAGING_LAYOUT_VERSION: int
+
 class PackedMessage:
     """A message's packed rows and resolved timestamps (``core.packed.PackedEvents``)."""
 

@@ -373,6 +373,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     serve_metrics(settings)
     client = redis_client(settings)
     staging = Staging(client, settings.group)
+    staging.check_layout()
     lock = LeaderLock(client, staging.keys)
     target = Target(settings, router=Router(settings.sink.routes, settings.sink.skip_tables))
     # Start Spark first, standby or not: its JVM takes seconds, better paid before leading.

@@ -24,15 +24,16 @@ from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
 import orjson
 
 from config.errors import LargeMessageError
+from core.outage import RETRY_FIRST_S
 
 log = logging.getLogger("ticdc_sink.claim_check")
 
 # The storage schemes read here: TiCDC's local one and S3 (or any S3-compatible store).
 SCHEMES = ("file", "s3")
-# Waits between attempts at an unreadable object: it is written before its message is sent,
-# so what fails is the store (a network blip, a throttled request), and a short wait may do.
-RETRY_FIRST_S = 0.2
-RETRY_MAX_S = 2.0
+# The most a wait between attempts at an unreadable object grows to (from RETRY_FIRST_S): it is
+# written before its message is sent, so what fails is the store (a network blip, a throttled
+# request), and a short wait may do.
+FETCH_RETRY_MAX_S = 2.0
 
 # S3 reads run where messages are decoded: bounded, so a stalled store holds a batch briefly, and
 # retried here rather than by botocore too, so a read costs the attempts the settings name.
@@ -185,5 +186,5 @@ class ClaimCheckReader:
                     shown_url(url), attempt, self.attempts, error, delay,
                 )  # fmt: skip
                 self._sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
+                delay = min(delay * 2, FETCH_RETRY_MAX_S)
                 attempt += 1

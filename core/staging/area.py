@@ -8,11 +8,27 @@ from __future__ import annotations
 
 import redis
 
+from config.errors import StagingError
 from core.staging.keys import Keys
+from core.staging.layout import LAYOUT_VERSION, as_text
 from core.staging.reader import StagingReader
 from core.staging.schemas import SchemaHash
 from core.staging.watermarks import WatermarkReader
 from core.staging.writer import StagingWriter
+
+
+def layout_refusal(pipeline: str, found: str | None) -> str:
+    """Why a process stops at a staging area whose members are in member layout ``found`` (None:
+    none recorded), and what the operator does about it."""
+    older = found is None or (found.isdigit() and int(found) < LAYOUT_VERSION)
+    writer = "an older ticdc-sink" if older else "another ticdc-sink version"
+    recorded = "no member layout recorded" if found is None else f"member layout {found}"
+    return (
+        f"the staging area of pipeline {pipeline!r} was written by {writer} ({recorded}; this "
+        f"version reads member layout {LAYOUT_VERSION}): stop its workers and sink, then run "
+        "`ticdc-sink recover` to clear it and replay from the checkpoint, or let that version's "
+        "sink apply what is staged first"
+    )
 
 
 class Staging(StagingWriter, WatermarkReader, StagingReader):
@@ -24,6 +40,21 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
         StagingWriter.__init__(self, client, keys)
         WatermarkReader.__init__(self, client, keys)
         StagingReader.__init__(self, client, keys, self)
+
+    def check_layout(self) -> None:
+        """Refuse (:class:`StagingError`) a staging area that holds members of another member
+        layout than :data:`LAYOUT_VERSION`, or of none recorded: read as this one, they would be
+        misread. The worker and the sink call it at start; an area holding no members is
+        accepted (the first staging write records the member layout)."""
+        recorded = self._client.get(self.keys.layout)
+        found = None if recorded is None else as_text(recorded)
+        if found != str(LAYOUT_VERSION) and self.holds_members():
+            raise StagingError(layout_refusal(self.pipeline, found))
+
+    def holds_members(self) -> bool:
+        """Whether any row or DDL member is staged (one round trip after the partitions')."""
+        keys = [self.keys.ddl, *(self.keys.rows(tp) for tp in self.partitions())]
+        return bool(self._client.exists(*keys))
 
     def schemas(self) -> SchemaHash:
         """The pipeline's schema hash (the Simple protocol's schemas)."""

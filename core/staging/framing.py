@@ -1,30 +1,24 @@
 """A message's staging encoded as Redis command arguments, by Python or by the native module.
 
 :func:`frame_message` is the reference; ``ticdc_sink_native.stage_frames`` writes the same bytes
-without the GIL and is used only when its layout version is :data:`LAYOUT_VERSION`.
+without the GIL (``core/native.py`` takes the wheel only when it writes this member layout).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from types import ModuleType
 
 from core.model import DDLEvent
 from core.native import native_module
 from core.packed import PackedEvents
 from core.resp import Arg, encode_args
-from core.staging.layout import LAYOUT_VERSION, ddl_args, row_members, ts_hex
-
-log = logging.getLogger("ticdc_sink.staging")
+from core.staging.layout import ddl_args, row_members, ts_hex
 
 # Members and bytes per ZADD command: bound one command's size in Redis's input buffer
 # (whose limit, client-query-buffer-limit, is 1 GiB by default).
 ZADD_MEMBERS = 50_000
 ZADD_BYTES = 64 << 20
-# The native module's name for its layout version.
-NATIVE_LAYOUT_ATTR = "STAGING_LAYOUT_VERSION"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,34 +73,10 @@ def frame_message(message: StagedMessage) -> FramedMessage:
     )
 
 
-def native_layout_matches(module: ModuleType) -> bool:
-    """Whether ``module`` frames members in this layout."""
-    return getattr(module, NATIVE_LAYOUT_ATTR, None) == LAYOUT_VERSION
-
-
-def _check_native_layout() -> bool:
-    """Checked once, at import: a native module of another layout would stage members the sink
-    misreads. It is declined, with one warning, rather than refused: the Python framing writes
-    the same layout, only slower, and a stale wheel is a build step behind, not a broken one."""
-    module = native_module()
-    if module is None or native_layout_matches(module):
-        return True
-    log.warning(
-        "ticdc_sink_native frames staged rows in layout %s, this code in layout %d: its framing "
-        "is not used (rebuild the native wheel: make)",
-        getattr(module, NATIVE_LAYOUT_ATTR, "unknown"),
-        LAYOUT_VERSION,
-    )
-    return False
-
-
-_NATIVE_FRAMING = _check_native_layout()
-
-
 def frame_packed(messages: Sequence[tuple[int, PackedEvents]]) -> list[FramedMessage]:
     """Each (offset, natively packed message) framed as :func:`frame_message` frames it, by
     the native module without the GIL (safe to call from a thread)."""
-    native = native_module() if _NATIVE_FRAMING else None
+    native = native_module()
     if native is None:
         return [
             replace(

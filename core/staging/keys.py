@@ -49,6 +49,11 @@ class Keys:
         return self._name(f"resolved:{tp.field}")
 
     @property
+    def layout(self) -> str:
+        """The member layout (``LAYOUT_VERSION``) the staged members were written in."""
+        return self._name("layout")
+
+    @property
     def ddl(self) -> str:
         return self._name("ddl")
 

@@ -1,15 +1,16 @@
-"""The byte layout of staged members and of the stage script's arguments, defined once.
+"""The member layout: the bytes of staged members and of the stage script's arguments, defined
+once.
 
-A row member (layout 2) is ``commit_ts`` (16 hex) + Kafka offset (16 hex) + the event index of
-its first row (4 hex) + its row count (4 hex), then each row as a 4-byte big-endian length and
-the packed row: a run of consecutive rows of one message at one commit ts, so that Redis, the
-worker's framing and the sink's merge pay per run rather than per row. Sorted sets of score 0
-order members by bytes, so a lexicographic range is a commit-ts range and a TSO never passes
-through a float. A layout-1 member (one row: the 36-byte prefix, then the packed row) still
-reads as one row: a packed row starts with a msgpack fixarray byte, never a hex digit. A DDL
+A row member is ``commit_ts`` (16 hex) + Kafka offset (16 hex) + the event index of its first row
+(4 hex) + its row count (4 hex), then each row as a 4-byte big-endian length and the packed row: a
+run of consecutive rows of one message at one commit ts, so that Redis, the worker's framing and
+the sink's merge pay per run rather than per row. Sorted sets of score 0 order members by bytes,
+so a lexicographic range is a commit-ts range and a TSO never passes through a float. A DDL
 member is ``commit_ts`` + a first-seen sequence (8 hex) + the msgpack'd DDL.
 ``native/src/staging.rs`` writes row members and stage arguments too: it exports the same
-:data:`LAYOUT_VERSION`, checked in ``core/staging/framing.py`` before its framing is used.
+:data:`LAYOUT_VERSION`, checked in ``core/native.py`` before the native module is used. Every
+staging write records :data:`LAYOUT_VERSION` in the staging area (``Keys.layout``); the worker and
+the sink refuse at start a staging area holding members of another member layout (``area.py``).
 """
 
 from __future__ import annotations
@@ -21,16 +22,17 @@ import msgpack
 
 from core.model import DDLEvent
 
-# Bump with any change below, and the same constant in native/src/staging.rs.
+# The member layout's version: bump with any change below, and the same constant in
+# native/src/staging.rs.
 LAYOUT_VERSION = 2
 
 TS_DIGITS = 16
 OFFSET_DIGITS = 16
 INDEX_DIGITS = 4
-# Commit ts, offset and first index: what sorts a partition's members (both layouts).
+# Commit ts, offset and first index: what sorts a partition's members.
 ROW_PREFIX = TS_DIGITS + OFFSET_DIGITS + INDEX_DIGITS
 COUNT_DIGITS = 4
-# Where a layout-2 member's first row length starts.
+# Where a member's first row length starts.
 MEMBER_HEAD = ROW_PREFIX + COUNT_DIGITS
 # Each row's length before its bytes (big-endian).
 LENGTH_BYTES = 4
@@ -38,11 +40,8 @@ LENGTH_BYTES = 4
 # a page of members brings to the sink; TiCDC's Open Protocol batches 16 rows a message.
 MEMBER_ROWS = 64
 # A member's rows' bytes (lengths included) past which it takes no further row: bounds a page's
-# bytes with RELEASE_PAGE (a row bigger than this is a member alone, as in layout 1).
+# bytes with RELEASE_PAGE (a row bigger than this is a member alone).
 MEMBER_BYTES = 8 << 10
-# The byte after a layout-2 member's prefix (its count's first digit); a layout-1 member has a
-# msgpack fixarray byte there (0x98/0x99).
-_HEX_DIGITS = frozenset(b"0123456789abcdef")
 DDL_SEQ_DIGITS = 8
 DDL_PREFIX = TS_DIGITS + DDL_SEQ_DIGITS
 # The stage script's arguments per message: offset, watermark ('' for none), rows, their bytes,
@@ -79,11 +78,6 @@ def row_member(commit_ts: int, offset: int, first: int, rows: Sequence[bytes]) -
     return b"".join(parts)
 
 
-def layout1_member(commit_ts: int, offset: int, index: int, packed: bytes) -> bytes:
-    """A one-row member as layout 1 staged it (read still, written only by tests)."""
-    return b"%016x%016x%04x" % (commit_ts, offset, index) + packed
-
-
 def member_runs(rows: Sequence[tuple[int, bytes]]) -> list[tuple[int, int]]:
     """Where ``rows`` (a message's (commit ts, packed row) in event order) split into members:
     each (first, stop) a run of consecutive rows at one commit ts, of at most
@@ -113,23 +107,16 @@ def row_members(offset: int, rows: Sequence[tuple[int, bytes]]) -> list[bytes]:
     ]
 
 
-def _holds_one_row(member: bytes) -> bool:
-    """Whether ``member`` is a layout-1 member (no hex row count after its prefix)."""
-    return len(member) <= ROW_PREFIX or member[ROW_PREFIX] not in _HEX_DIGITS
-
-
 def member_row_count(member: bytes) -> int:
-    """How many rows a row member holds (a layout-1 member: one)."""
-    return 1 if _holds_one_row(member) else int(member[ROW_PREFIX:MEMBER_HEAD], 16)
+    """How many rows a row member holds."""
+    return int(member[ROW_PREFIX:MEMBER_HEAD], 16)
 
 
 def member_rows(member: bytes) -> list[bytes]:
-    """The packed rows of a row member of either layout, in event order."""
-    if _holds_one_row(member):
-        return [member[ROW_PREFIX:]]
+    """The packed rows of a row member, in event order."""
     rows = []
     at = MEMBER_HEAD
-    for _ in range(int(member[ROW_PREFIX:MEMBER_HEAD], 16)):
+    for _ in range(member_row_count(member)):
         end = at + LENGTH_BYTES + int.from_bytes(member[at : at + LENGTH_BYTES], "big")
         rows.append(member[at + LENGTH_BYTES : end])
         at = end

@@ -19,7 +19,6 @@ from operator import itemgetter
 from core.model import ColumnFlag, ColumnType, RowChange, column_type
 from core.native import native_model
 from core.packed import row_reader, unpack_row
-from core.staging.framing import native_layout_matches
 from core.staging.layout import TS_DIGITS, member_rows
 
 # Reads ``members[start:stop]`` into rows, collapsing copies as a :class:`Copies` remembers.
@@ -147,15 +146,9 @@ def member_reader(native: bool = True) -> ReadMembers:
     model = native_model(native)
     if model is None:
         return python.rows
-    import ticdc_sink_native
     from ticdc_sink_native import RowUnpacker
 
-    unpacker = RowUnpacker(model, column_type)
-    if not hasattr(unpacker, "unpack_members") or not native_layout_matches(ticdc_sink_native):
-        # A wheel built before it, or reading another member layout: each row unpacked
-        # natively, the loop in Python.
-        return python.rows
-    native_rows = unpacker.unpack_members
+    native_rows = RowUnpacker(model, column_type).unpack_members
 
     def rows(members: list[bytes], start: int, stop: int, copies: Copies) -> list[RowChange]:
         found, start = native_rows(members, start, stop, copies)

@@ -26,16 +26,15 @@ from core.staging.members import Copies, member_reader, merge_by_ts
 from core.staging.watermarks import WatermarkReader
 
 # Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition,
-# to MEMBER_BYTES (8 KiB) or one row a member: at most 8 MiB, 64k rows (~6k at 16-row messages
-# of 2-3 transactions, as layout 1's 5,000 rows a page).
+# to MEMBER_BYTES (8 KiB) or one row a member: at most 8 MiB, 64k rows.
 RELEASE_PAGE = 1_000
-# Members one trim script call deletes at most: bounds how long it holds Redis (~10 ms, as
-# layout 1's 20,000 rows: Redis's work is per member, plus the bytes it frees).
+# Members one trim script call deletes at most: bounds how long it holds Redis (its work is per
+# member, plus the bytes it frees).
 TRIM_PAGE = 4_000
 
-# Members unpacked per call: at most 4,096 rows (MEMBER_ROWS a member), ~300 at 16-row messages
-# of 2-3 transactions (layout 1 took 1,000 rows), so a batch is cut without waiting for a window
-# (a page per partition); 16 members a call cost ~0.15 us a row more in calls (bench_members).
+# Members unpacked per call: at most 4,096 rows (MEMBER_ROWS a member), so a batch is cut without
+# waiting for a window (a page per partition); fewer members a call pay more in calls per row
+# (bench_scale, its unpack stage).
 UNPACK_CHUNK = 64
 # Above every hex digit: a commit-ts prefix followed by it sorts after every member of that ts.
 _PAST_TS = b"\xff"

@@ -2,8 +2,7 @@
 -- their rows and bytes off the staged totals; returns {members, rows} removed. Inside Redis, so
 -- no row travels to the sink and back.
 -- KEYS: rows:<tp>, staged; ARGV: the ZRANGEBYLEX bound, the page size in members.
--- A layout-2 member holds the row count (4 hex) after its 36-byte prefix; a layout-1 member
--- holds one row, whose packed form starts with a msgpack fixarray byte, never a hex digit.
+-- A member holds its row count (4 hex) after its 36-byte prefix (core/staging/layout.py).
 local page = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 if #page == 0 then
   return {0, 0}
@@ -11,7 +10,7 @@ end
 local rows, bytes = 0, 0
 for _, member in ipairs(page) do
   bytes = bytes + #member
-  rows = rows + (tonumber(string.sub(member, 37, 40), 16) or 1)
+  rows = rows + tonumber(string.sub(member, 37, 40), 16)
 end
 redis.call('ZREMRANGEBYLEX', KEYS[1], '-', '[' .. page[#page])
 redis.call('HINCRBY', KEYS[2], 'rows', -rows)

@@ -1,8 +1,10 @@
 """The worker's side of staging: messages in with their offsets, held messages, quiet partitions.
 
-A partition's messages are staged in one transaction, MULTI { ZADD rows ; EVAL stage.lua } EXEC:
-the rows and the offset that says they are staged, or neither. The stage script skips a message
-at or below the staged offset (a replay), so re-delivery counts nothing twice.
+A partition's messages are staged in one transaction, MULTI { ZADD rows ; EVAL stage.lua ; SET
+layout } EXEC: the rows and the offset that says they are staged, or neither. The stage script
+skips a message at or below the staged offset (a replay), so re-delivery counts nothing twice.
+Every write of members records the member layout they are in (``Keys.layout``), which
+``Staging.check_layout`` reads at start.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from core.staging import scripts
 from core.staging.dead_letters import DeadLetters
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
 from core.staging.keys import Keys, TopicPartition
-from core.staging.layout import as_bytes, row_members, ts_hex
+from core.staging.layout import LAYOUT_VERSION, as_bytes, row_members, ts_hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +142,7 @@ class StagingWriter:
             len(script) + sum(f.args for f in frames),
             [encode_args(script), *(f.data for f in frames)],
         )
+        commands.command("SET", self.keys.layout, LAYOUT_VERSION)
         commands.command("EXEC")
         return zadds
 
@@ -229,6 +232,7 @@ class StagingWriter:
         members = row_members(offset, packed)
         if members:
             pipe.zadd(self.keys.rows(tp), dict.fromkeys(members, 0))
+            pipe.set(self.keys.layout, LAYOUT_VERSION)
             pipe.hincrby(self.keys.staged, "rows", len(packed))
             pipe.hincrby(self.keys.staged, "bytes", sum(map(len, members)))
         return len(packed)

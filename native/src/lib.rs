@@ -18,6 +18,10 @@ mod unpack;
 
 use pyo3::prelude::*;
 
+/// What Python calls of this module (its classes, functions and their arguments): equal to
+/// `API_VERSION` in core/native.py, which declines a module of another. Bump both on any change.
+const API_VERSION: u32 = 1;
+
 #[pymodule]
 fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<model::Model>()?;
@@ -28,6 +32,7 @@ fn ticdc_sink_native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<model::PackedMessage>()?;
     module.add_function(wrap_pyfunction!(staging::stage_frames, module)?)?;
     module.add_function(wrap_pyfunction!(csv::csv_rows, module)?)?;
+    module.add("API_VERSION", API_VERSION)?;
     module.add("STAGING_LAYOUT_VERSION", staging::LAYOUT_VERSION)?;
     Ok(())
 }

@@ -5,8 +5,8 @@
 //! count (none: a packed message carries none). A member holds a run of consecutive rows of one
 //! message at one commit ts (`member_runs`). Encoding both here, without the GIL, spares Python
 //! a bytes object per member and the Redis client its per-argument encoding.
-//! `frame_message` in `core/staging/framing.py` is the reference these bytes equal; the layout
-//! is defined in `core/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
+//! `frame_message` in `core/staging/framing.py` is the reference these bytes equal; the member
+//! layout is defined in `core/staging/layout.py`, whose `LAYOUT_VERSION` must equal this one.
 
 use std::io::Write;
 
@@ -15,8 +15,9 @@ use pyo3::types::PyBytes;
 
 use crate::model::{Packed, PackedMessage};
 
-/// The member and argument layout written here (`LAYOUT_VERSION` in core/staging/layout.py):
-/// Python declines this module's framing unless the two are equal. Bump both on any change.
+/// The member layout (members and script arguments) written here (`LAYOUT_VERSION` in
+/// core/staging/layout.py): core/native.py declines this module unless the two are equal. Bump
+/// both on any change.
 pub const LAYOUT_VERSION: u32 = 2;
 
 // A row member's commit ts, offset, first row's index and row count (`row_member` in

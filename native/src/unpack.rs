@@ -24,8 +24,8 @@ use crate::msgpack::Reader;
 // Layouts kept before the cache starts over (one per table version; bounded for any input).
 const MAX_LAYOUTS: usize = 4_096;
 // A staged member (core/staging/layout.py): commit ts (16 hex), Kafka offset (16 hex), first
-// event index (4 hex); then in layout 2 a row count (4 hex) and each row as a 4-byte big-endian
-// length and the packed row, in layout 1 one packed row (a msgpack fixarray byte, not hex).
+// event index (4 hex), a row count (4 hex), then each row as a 4-byte big-endian length and the
+// packed row.
 const TS_DIGITS: usize = 16;
 const ROW_PREFIX: usize = 36;
 const MEMBER_HEAD: usize = ROW_PREFIX + 4;
@@ -182,24 +182,19 @@ impl RowUnpacker {
     }
 }
 
-/// The packed rows of a staged member of either layout, or None when it is not well formed.
+/// The packed rows of a staged member, or None when it is not well formed.
 fn member_rows(member: &[u8]) -> Option<Vec<&[u8]>> {
-    match member.get(ROW_PREFIX) {
-        Some(b'0'..=b'9' | b'a'..=b'f') => {
-            let count = hex_value(member.get(ROW_PREFIX..MEMBER_HEAD)?)?;
-            let mut rows = Vec::with_capacity(count.min(4_096) as usize);
-            let mut at = MEMBER_HEAD;
-            for _ in 0..count {
-                let length = member.get(at..at + LENGTH_BYTES)?;
-                let length = u32::from_be_bytes(length.try_into().ok()?) as usize;
-                at += LENGTH_BYTES;
-                rows.push(member.get(at..at + length)?);
-                at += length;
-            }
-            (at == member.len()).then_some(rows)
-        }
-        _ => Some(vec![member.get(ROW_PREFIX..)?]),
+    let count = hex_value(member.get(ROW_PREFIX..MEMBER_HEAD)?)?;
+    let mut rows = Vec::with_capacity(count.min(4_096) as usize);
+    let mut at = MEMBER_HEAD;
+    for _ in 0..count {
+        let length = member.get(at..at + LENGTH_BYTES)?;
+        let length = u32::from_be_bytes(length.try_into().ok()?) as usize;
+        at += LENGTH_BYTES;
+        rows.push(member.get(at..at + length)?);
+        at += length;
     }
+    (at == member.len()).then_some(rows)
 }
 
 /// What a packed row starts with: its field count, op and table layout.
@@ -397,15 +392,14 @@ mod tests {
     const PREFIX: &[u8] = b"0000000000000001000000000000000a0003";
 
     #[test]
-    fn a_member_gives_its_rows_in_either_layout() {
-        let mut two = PREFIX.to_vec();
-        two.extend_from_slice(b"0002");
-        two.extend_from_slice(&[0, 0, 0, 2, 0x98, 1, 0, 0, 0, 1, 0x99]);
-        assert_eq!(member_rows(&two), Some(vec![&[0x98, 1][..], &[0x99][..]]));
-        // Layout 1: the packed row right after the prefix (a fixarray byte, not a hex digit).
-        let mut one = PREFIX.to_vec();
-        one.extend_from_slice(&[0x98, 1, 2]);
-        assert_eq!(member_rows(&one), Some(vec![&[0x98, 1, 2][..]]));
+    fn a_member_gives_its_rows() {
+        let mut member = PREFIX.to_vec();
+        member.extend_from_slice(b"0002");
+        member.extend_from_slice(&[0, 0, 0, 2, 0x98, 1, 0, 0, 0, 1, 0x99]);
+        assert_eq!(
+            member_rows(&member),
+            Some(vec![&[0x98, 1][..], &[0x99][..]])
+        );
     }
 
     #[test]
@@ -416,6 +410,8 @@ mod tests {
             &b"0001\x00\x00\x00\x01\x98\x01"[..],
             &b"0001\x00\x00"[..],
             &b"00g1"[..],
+            // A packed row right after the prefix: no row count.
+            &[0x98, 1, 2, 3, 4][..],
         ] {
             let mut member = PREFIX.to_vec();
             member.extend_from_slice(tail);

@@ -326,6 +326,7 @@ def run_worker(settings: Settings) -> int:
     from faust.worker import Worker
 
     wait_for_redis(settings)
+    _staging(settings).check_layout()
     wait_for_kafka(settings)
     serve_metrics(settings)
     app = build_app(settings)

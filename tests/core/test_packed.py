@@ -80,7 +80,7 @@ def vars_of(row: RowChange) -> dict[str, Any]:
 
 
 def test_rows_of_tables_with_the_same_columns_keep_their_names(native_reader: Any) -> None:
-    # The layout cache is keyed by the packed schema, table and columns together.
+    # The table layout cache is keyed by the packed schema, table and columns together.
     first = _sample_rows()[0]
     for schema, table in [("a", "t"), ("b", "t"), ("a", "u"), ("a", "t")]:
         row = RowChange(**{**vars_of(first), "schema": schema, "table": table})

@@ -1,37 +1,24 @@
-"""Framing: the native crate's layout version checked at import, a stale module declined."""
+"""Framing: the native framing byte for byte the Python framing, which frames alone without the
+native wheel."""
 
 from __future__ import annotations
 
-import logging
 import types
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.native import native_module
 from core.staging import framing, layout
 from core.staging.framing import FramedMessage, StagedMessage, frame_message
 from streams.codecs.open_protocol import OpenProtocolCodec
 from tests.core.staging.changes import BIG_TS, row
 
 
-def test_the_native_crate_frames_in_this_layout(native: types.ModuleType) -> None:
-    assert native.STAGING_LAYOUT_VERSION == layout.LAYOUT_VERSION
-    assert framing.native_layout_matches(native)
-
-
-def test_a_native_module_of_another_layout_is_declined_with_one_warning(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+def test_without_the_native_wheel_python_frames_packed_messages(
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    stale = types.SimpleNamespace(STAGING_LAYOUT_VERSION=layout.LAYOUT_VERSION + 1)
-    monkeypatch.setattr(framing, "native_module", lambda: stale)
-    with caplog.at_level(logging.WARNING, logger="ticdc_sink.staging"):
-        assert not framing._check_native_layout()
-    (warning,) = caplog.records
-    assert f"layout {layout.LAYOUT_VERSION + 1}" in warning.getMessage()
-    # Declined, the Python framing frames what the stale module would have.
-    monkeypatch.setattr(framing, "_NATIVE_FRAMING", False)
+    monkeypatch.setattr(framing, "native_module", lambda: None)
 
     class Packed:
         @property
@@ -49,11 +36,6 @@ def test_a_native_module_of_another_layout_is_declined_with_one_warning(
     assert framed == frame_message(StagedMessage(3, [(5, b"row")], (), 7))
 
 
-def test_the_installed_native_module_is_checked_at_import() -> None:
-    module = native_module()
-    assert (module is None or framing.native_layout_matches(module)) == framing._NATIVE_FRAMING
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shape=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3_000)), min_size=1, max_size=150),
@@ -64,7 +46,6 @@ def test_natively_framed_runs_of_rows_equal_the_python_framing(
 ) -> None:
     """Messages of up to 150 rows at a few commit ts, some rows kilobytes long: members reach
     the row and byte caps, natively framed as Python frames them."""
-    assert native.STAGING_LAYOUT_VERSION == layout.LAYOUT_VERSION
     shape.sort(key=lambda pair: pair[0])
     rows = [row(BIG_TS + ts, n, "v" * size) for n, (ts, size) in enumerate(shape)]
     codec = OpenProtocolCodec(max_batch=len(rows))

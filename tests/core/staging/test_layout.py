@@ -1,16 +1,12 @@
-"""The member layout: commit-ts order, runs of rows, and what a member gives back (layout 1 too)."""
+"""The member layout: commit-ts order, runs of rows, and what a member gives back."""
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model import DDLEvent, Op, RowChange
-from core.packed import pack_row
+from core.model import DDLEvent
 from core.staging import layout
-from tests.core.staging.changes import BIG_TS, COLUMNS
 
 # A message's rows: few commit ts (runs form), sizes around the byte cap now and then.
 message_rows = st.lists(
@@ -37,18 +33,6 @@ def test_a_row_member_orders_by_commit_ts_and_gives_its_rows_back(
     assert layout.member_rows(member) == rows
     assert layout.member_row_count(member) == len(rows)
     assert (layout.row_member(ts + 1, 0, 0, [b""]) > member) is True
-
-
-def test_a_layout_1_member_reads_as_its_one_row() -> None:
-    for fields in (8, 9):
-        row = RowChange(BIG_TS, "db", "t", Op.INSERT, COLUMNS, {"id": 1, "v": "x"}, None)
-        packed = pack_row(replace(row, row_id=5) if fields == 9 else row)
-        # A packed row starts with a fixarray byte: never a hex digit, unlike a row count.
-        assert packed[0] == 0x90 + fields
-        member = layout.layout1_member(BIG_TS, 3, 1, packed)
-        assert layout.member_rows(member) == [packed]
-        assert layout.member_row_count(member) == 1
-        assert layout.member_ts(member) == BIG_TS
 
 
 @given(rows=message_rows)

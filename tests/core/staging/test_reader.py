@@ -10,9 +10,9 @@ import pytest
 import redis
 
 from core.model import DDLEvent, Op, RowChange, column_type
-from core.packed import pack_row, unpack_row
+from core.packed import unpack_row
 from core.staging import Barrier, Staging
-from core.staging.layout import TS_DIGITS, layout1_member, member_rows, unpack_ddl_member
+from core.staging.layout import TS_DIGITS, member_rows, unpack_ddl_member
 from tests.core.staging.changes import BIG_TS, NO_KEY, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -80,32 +80,6 @@ def test_trim_counts_the_rows_of_each_member_it_removes(
     left = redis_client.zrange(staging.keys.rows(P0), 0, -1)
     assert staging.staged_totals() == (1, sum(map(len, left)))
     assert staging.staged_rows(P0) == 1
-
-
-def test_layout_1_members_still_staged_are_released_counted_and_trimmed(
-    redis_client: redis.Redis, staging: Staging
-) -> None:
-    """An upgrade with rows in Redis: one-row members of layout 1 beside layout 2's runs."""
-    old = [row(BIG_TS + 1, 1), row(BIG_TS + 1, 2), row(BIG_TS + 3, 3)]
-    members = [layout1_member(r.commit_ts, 0, i, pack_row(r)) for i, r in enumerate(old)]
-    redis_client.zadd(staging.keys.rows(P0), dict.fromkeys(members, 0))
-    redis_client.hincrby(staging.keys.staged, "rows", len(members))
-    redis_client.hincrby(staging.keys.staged, "bytes", sum(map(len, members)))
-    new = [row(BIG_TS + 2, 4), row(BIG_TS + 2, 5), row(BIG_TS + 3, 3)]
-    staging.stage(P1, 0, new)
-    assert staging.staged_rows(P0) == 3 and staging.staged_rows(P1) == 3
-    released = list(staging.release(0, BIG_TS + 3))
-    # The copy of row 3 at BIG_TS + 3 (both partitions) collapses across the two layouts.
-    assert [(r.commit_ts, r.new["id"]) for r in released] == [  # type: ignore[union-attr]
-        (BIG_TS + 1, 1),
-        (BIG_TS + 1, 2),
-        (BIG_TS + 2, 4),
-        (BIG_TS + 2, 5),
-        (BIG_TS + 3, 3),
-    ]
-    assert staging.trim(BIG_TS + 2) == 4
-    left = [m for tp in (P0, P1) for m in redis_client.zrange(staging.keys.rows(tp), 0, -1)]
-    assert staging.staged_totals() == (2, sum(map(len, left)))
 
 
 def test_values_survive_staging_exactly(staging: Staging) -> None:

@@ -18,8 +18,8 @@ from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.worker.app import STAGE_BATCH
 from tests.ticdc_sink.pipelines import start_worker
-from tests.workload import make_rows
 from ticdc_sink.produce import send
+from workload import make_rows
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,10 @@
-"""A seeded workload of realistic rows: 10 columns of the common MySQL types (tests, benchmarks)."""
+"""A seeded workload of realistic rows: 10 columns of the common MySQL types.
+
+A development module, not installed with ticdc-sink: the benchmarks (``benchmarks/``) and the tests
+(``tests/``) share it, so neither imports the other for it (import-linter holds both to that, see
+pyproject.toml). ``ticdc-sink produce`` writes another kind of rows: a coherent upstream history
+with DDL and the state it leaves (``ticdc_sink/scenario.py``), where these are a throughput load.
+"""
 
 from __future__ import annotations
 
