@@ -14,9 +14,8 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import redis
-
 from core.outage import RETRY_FIRST_S, Outage, next_delay
+from core.redis_client import REDIS_TRANSIENT
 from core.staging.framing import FramedMessage
 from streams.worker.stager import MessageStager, PreparedBatch, Record
 
@@ -34,8 +33,6 @@ Decoded = tuple[Sequence[Record], list[FramedMessage | None], Acknowledge]
 LINE_WAITING = 1
 # The fewest messages worth a decoding thread of their own.
 DECODE_PART_MIN = 50
-# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
-REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
 class StagingLine:
