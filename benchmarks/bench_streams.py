@@ -61,7 +61,7 @@ def _json_documents(message: KafkaMessage) -> list[bytes]:
 def _deliver_only(messages: int) -> None:
     """Run the worker with each batch counted, not staged; print the seconds from the first
     batch to the last message."""
-    from streams.worker import app, line, stager
+    from streams.worker import line, run, stager
 
     first: list[float] = []
     seen = [0]
@@ -79,7 +79,7 @@ def _deliver_only(messages: int) -> None:
             os.write(1, b"%f\n" % (time.perf_counter() - first[0]))
 
     line.StagingLine.submit = count  # type: ignore[method-assign]
-    app.run_worker(load_settings())
+    run.run_worker(load_settings())
 
 
 def _time_delivery(topic: str, messages: int) -> float:

@@ -3,7 +3,7 @@
 Each record is one line on stderr with its UTC time, level, pipeline and logger: text for people
 (``2026-11-23T18:04:05.123Z INFO [shop] ticdc_sink.sink: ...``) or one JSON object for log
 collectors. Faust's worker would install its own handlers; it is told not to (see
-``streams/worker/app.py``), so its records come out in the same form.
+``streams/worker/run.py``), so its records come out in the same form.
 """
 
 from __future__ import annotations

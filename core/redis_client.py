@@ -8,6 +8,9 @@ import redis
 
 from config.settings import Settings, replace_url_password
 
+# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
+REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
+
 
 def redis_client(settings: Settings, **extra: object) -> redis.Redis:
     """A client of the staging Redis: ``rediss://`` verifies the server against

@@ -1,28 +1,24 @@
-"""Faust's Kafka transport, with a consumer that hands each fetched chunk to the streams at once.
+"""Faust's Kafka transport, with a consumer that hands each fetched chunk to one handler at once.
 
 Faust's consumer guards every message's delivery against a flow suspension (a rebalance) by
-racing it against four waits, which means four tasks per message: on this workload that
-took half of the worker's time before any staging. This consumer runs the same delivery (read
-offsets, gaps, commit-every) under one such guard per fetched chunk instead, so a suspension
-still cancels delivery at the message it reached and nothing after it is handed on.
+racing it against four waits, which means four tasks per message. This consumer runs the same
+delivery (read offsets, gaps, commit-every) under one such guard per fetched chunk instead, so a
+suspension still cancels delivery at the message it reached and nothing after it is handed on.
 
-When every partition's stream buffer is full, Faust's consumer fetches nothing and sleeps a
-whole second, however soon the agent makes room: a worker staging a backlog stalled ~0.7 s in
-every ~1.2 s. This consumer wakes as soon as a buffer drops below its mark.
+Every fetched message goes to the transport's handler, past Faust's streams: in order, in lists,
+tracked as Faust's streams track theirs (a rebalance waits for their acknowledgement) and
+acknowledged by the handler once it has dealt with them. A message through a stream would cost
+a conductor call, an event, the stream's loop and sensors, and an acknowledgement of its own.
+The consumer subscribes the topics the app's conductor (``app.topics``) holds; no stream reads
+them.
 
-The messages of the topics a :class:`Direct` handler takes skip Faust's streams altogether: a
-chunk's messages go to the handler in lists, tracked as Faust's streams track them (a
-rebalance waits for their acknowledgement) and acknowledged by the handler once it has dealt
-with them. Each message through a stream costs a conductor call, an event, the stream's loop
-and sensors, and an acknowledgement of its own: ~3 us of the worker's CPU per row change.
+Backpressure is the handler's: while it waits, the consumer neither delivers nor fetches.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -32,49 +28,21 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 YIELD_EVERY = 100
 # How long one fetch waits for records (Faust's own value).
 FETCH_TIMEOUT_S = 1.0
-# The most messages handed to a direct handler in one list.
-DIRECT_BATCH = 1_000
+# The most messages handed to the handler in one list.
+HANDLER_BATCH = 1_000
 
-
-@dataclass(frozen=True)
-class Direct:
-    """Who takes the messages of ``topics`` instead of Faust's streams: ``handle`` gets them in
-    order, a list at a time (waiting holds the fetching), and acknowledges each with
-    ``consumer.ack`` once it is done with it."""
-
-    topics: frozenset[str]
-    handle: Callable[[list[Any]], Awaitable[None]]
-
-
-async def _take_none(messages: list[Any]) -> None:
-    raise AssertionError("no topic is handed directly")
-
-
-# Without a direct handler: no topic's messages skip the streams.
-_NO_DIRECT = Direct(frozenset(), _take_none)
+# Gets fetched messages in order, a list at a time (waiting holds the fetching), and
+# acknowledges each with ``consumer.ack`` once it is done with it.
+Handler = Callable[[list[Any]], Awaitable[None]]
 
 
 class ChunkConsumer(faust_aiokafka.Consumer):
-    """Faust's aiokafka consumer, delivering each fetched chunk under one flow guard, and
-    fetching again as soon as a full stream buffer has room."""
+    """Faust's aiokafka consumer, handing each fetched chunk to ``handler`` under one flow
+    guard."""
 
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        # Set when a partition's stream buffer drops below its mark (fetchable again).
-        self._room = asyncio.Event()
-
-    def on_buffer_drop(self, tp: Any) -> None:
-        super().on_buffer_drop(tp)
-        self._room.set()
-
-    async def _wait_next_records(self, timeout: float) -> tuple[Any, Any]:
-        if not self.flow_active or self.app.client_only or self._get_active_partitions():
-            return await super()._wait_next_records(timeout)
-        # Every partition's buffer is full: Faust would sleep a second here.
-        self._room.clear()
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._room.wait(), timeout)
-        return {}, self._get_active_partitions()
+    def __init__(self, transport: Any, *, handler: Handler, **kwargs: Any) -> None:
+        self._handler = handler
+        super().__init__(transport, **kwargs)
 
     async def _drain_messages(self, fetcher: Any) -> None:
         consumer_stopped = self._stopped.is_set
@@ -105,11 +73,10 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             self.diag.unset_flag(CONSUMER_FETCHING)
 
     async def _deliver(self, chunk: list[tuple[Any, Any]]) -> None:
-        """Hand a chunk's messages to the streams in order, as Faust's loop does one by one
-        (those of a :class:`Direct` handler's topics to it, in lists)."""
+        """Hand a chunk's messages to the handler in order and in lists, skipping what Faust's
+        loop skips one by one."""
         read_offset = self._read_offset
         acks_enabled_for = self.app.topics.acks_enabled_for
-        direct: Direct = getattr(self.transport, "direct", None) or _NO_DIRECT
         taken: list[Any] = []
         # The last offset taken per partition, its read offset moving once the handler has it.
         pending: dict[Any, int] = {}
@@ -126,27 +93,20 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             if self._commit_every is not None and self._n_acked >= self._commit_every:
                 self._n_acked = 0
                 await self.commit()
-            if message.topic in direct.topics:
-                if message.generation_id != self.app.consumer_generation_id:
-                    # Fetched before a rebalance: the partition is read again from its
-                    # committed offset (Faust's streams skip these too).
-                    continue
-                taken.append(message)
-                pending[tp] = offset
-                if len(taken) >= DIRECT_BATCH:
-                    await self._hand(direct, taken)
-                    taken = []
+            if message.generation_id != self.app.consumer_generation_id:
+                # Fetched before a rebalance: the partition is read again from its committed
+                # offset (Faust's streams skip these too).
                 continue
-            if taken:
-                await self._hand(direct, taken)
+            taken.append(message)
+            pending[tp] = offset
+            if len(taken) >= HANDLER_BATCH:
+                await self._hand(taken)
                 taken = []
-            await self.callback(message)
-            read_offset[tp] = offset
         if taken:
-            await self._hand(direct, taken)
+            await self._hand(taken)
 
-    async def _hand(self, direct: Direct, messages: list[Any]) -> None:
-        """Hand ``messages`` to ``direct``, tracked as pending acknowledgement, and move the
+    async def _hand(self, messages: list[Any]) -> None:
+        """Hand ``messages`` to the handler, tracked as pending acknowledgement, and move the
         read offsets past them once it took them."""
         unacked = self._unacked_messages
         for message in messages:
@@ -154,7 +114,7 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             message.tracked = True
             unacked.add(message)
         try:
-            await direct.handle(messages)
+            await self._handler(messages)
         except asyncio.CancelledError:
             # Not taken (a rebalance suspended delivery): nothing to wait for; the partition
             # is read again from its committed offset.
@@ -167,8 +127,15 @@ class ChunkConsumer(faust_aiokafka.Consumer):
 
 
 class ChunkTransport(faust_aiokafka.Transport):
-    """Faust's aiokafka transport with :class:`ChunkConsumer`; ``direct``, when set, takes its
-    topics' messages past the streams."""
+    """Faust's aiokafka transport with :class:`ChunkConsumer`, whose messages all go to
+    ``handler``."""
 
-    Consumer = ChunkConsumer
-    direct: Direct | None = None
+    def __init__(self, url: list[Any], app: Any, handler: Handler) -> None:
+        super().__init__(url, app)
+        self.handler = handler
+
+    def create_consumer(self, callback: Any, **kwargs: Any) -> ChunkConsumer:
+        # ``callback`` (the conductor's, for Faust's streams) is never called: no stream reads.
+        return ChunkConsumer(
+            self, handler=self.handler, callback=callback, loop=self.loop, **kwargs
+        )

@@ -74,7 +74,7 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from streams.worker.app import run_worker
+    from streams.worker.run import run_worker
 
     return run_worker(checked_settings(args, kafka=True, redis=True))
 

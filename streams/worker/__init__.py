@@ -1,3 +1,4 @@
-"""The Faust worker: ``app.py`` (the Faust app, its agent and timers), ``line.py`` (the staging
-line: threads, backpressure, retries) and ``stager.py`` (records in, one staging round trip out).
+"""The Faust worker: ``run.py`` (start-up, Faust's worker until stopped), ``app.py`` (the Faust
+app and its wiring), ``line.py`` (the staging line: threads, Redis retries), ``stager.py``
+(records in, one staging round trip out), ``backpressure.py``, ``timers.py``, ``topics.py``.
 """

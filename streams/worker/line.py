@@ -1,6 +1,7 @@
-"""The staging line: batches from the agent decoded, staged and acknowledged in order.
+"""The staging line: batches from the transport's handler decoded, staged and acknowledged in
+order.
 
-Faust commits the offsets of acknowledged events, so a batch is acknowledged only once its
+Faust commits the offsets of acknowledged messages, so a batch is acknowledged only once its
 round trip succeeded: a committed offset is always staged. Redis outages are waited out (the
 batch is staged again, which the stage script makes harmless); backpressure holds the line.
 """
@@ -14,52 +15,51 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import redis
-
 from core.outage import RETRY_FIRST_S, Outage, next_delay
+from core.redis_client import REDIS_TRANSIENT
 from core.staging.framing import FramedMessage
 from streams.worker.stager import MessageStager, PreparedBatch, Record
 
 log = logging.getLogger("ticdc_sink.worker")
 T = TypeVar("T")
 
-# Acknowledges a staged batch's events to Faust (which then commits their offsets).
+# Acknowledges a staged batch's messages to Faust (which then commits their offsets).
 Acknowledge = Callable[[], Awaitable[None]]
 # A batch with its records' fast-path decoding (see MessageStager.decode).
 Decoded = tuple[Sequence[Record], list[FramedMessage | None], Acknowledge]
 
 # Batches waiting in each of the staging line's two queues (to be decoded, to be sent). With the
-# one the agent holds, the one decoding, the one queued behind the round trip and the one in it,
+# one the handler holds, the one decoding, the one queued behind the round trip and the one in it,
 # a worker holds at most six batches.
 LINE_WAITING = 1
 # The fewest messages worth a decoding thread of their own.
 DECODE_PART_MIN = 50
-# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
-REDIS_TRANSIENT = (redis.ConnectionError, redis.TimeoutError)
 
 
 class StagingLine:
     """Stages batches in the order they are submitted, on tasks of its own.
 
-    The agent hands a batch over and goes back to Faust for the next one at once. One task
-    decodes batches (:meth:`MessageStager.decode` on ``decode_threads`` threads: the native
-    decoders let go of the GIL), another prepares each decoded batch and sends it while the
-    next is decoded and Faust delivers the one after. One round trip is in flight at a time, so
-    each partition's messages reach Redis in order; each batch is acknowledged once it is
-    staged; nothing more is sent while staging is over its limits (``wait_for_room``). If the
-    line fails (a bad message under ``halt``, Redis gone while stopping) the worker stops.
+    The transport's handler hands a batch over and goes back to Faust for the next one at once.
+    One task decodes batches (:meth:`MessageStager.decode` on ``decode_threads`` threads: the
+    native decoders let go of the GIL), another prepares each decoded batch and sends it while
+    the next is decoded and Faust delivers the one after. One round trip is in flight at a time,
+    so each partition's messages reach Redis in order; each batch is acknowledged once it is
+    staged; nothing more is sent while staging is over its limits (``wait_for_room``, see
+    streams/worker/backpressure.py). If the line fails (a bad message under ``halt``, Redis
+    gone while stopping) the worker stops.
     """
 
     def __init__(
         self,
         app: Any,
         stager: MessageStager,
-        wait_for_room: Callable[[], Awaitable[None]] | None = None,
-        decode_threads: int = 1,
-        redis_outage: Outage | None = None,
+        wait_for_room: Callable[[], Awaitable[None]],
+        *,
+        decode_threads: int,
+        redis_outage: Outage,
     ) -> None:
         self._app = app
-        self._redis_outage = redis_outage or Outage("Redis", log)
+        self._redis_outage = redis_outage
         self._stager = stager
         self._wait_for_room = wait_for_room
         self._decode_threads = decode_threads
@@ -123,10 +123,9 @@ class StagingLine:
             batch = await self._redis(prepare, "preparing a batch")
             if sending is not None:
                 await sending
-            if self._wait_for_room is not None:
-                # Backpressure: while this waits the queues fill, the agent waits to submit,
-                # and Faust stops fetching once its buffer is full.
-                await self._redis(self._wait_for_room, "checking the staging limits")
+            # Backpressure: while this waits the queues fill, the handler waits to submit, and
+            # the consumer waits for the handler.
+            await self._redis(self._wait_for_room, "checking the staging limits")
             sending = asyncio.ensure_future(self._send(records, batch, acknowledge))
 
     async def _send(

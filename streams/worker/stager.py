@@ -5,7 +5,8 @@ packing and framing messages natively (in a thread, without the GIL); :meth:`pre
 replays, decodes in Python what the fast path left, and queues the batch's staging, holds and
 dead letters as one round trip; :meth:`send` runs it and does what follows: held messages
 retried, dead letters trimmed, counters. A :class:`PreparedBatch` says what the batch changes
-per partition.
+per partition. Each partition's messages are staged in order, each with its offset as one unit,
+so a round trip cut midway leaves a prefix staged and the rest to be delivered again.
 """
 
 from __future__ import annotations
@@ -103,14 +104,6 @@ class MessageStager:
         self._rows_decoded = EVENTS_DECODED.labels(pipeline, "row")
         self._marks_decoded = EVENTS_DECODED.labels(pipeline, "resolved")
         self._rows_staged = ROWS_STAGED.labels(pipeline)
-
-    def stage_batch(self, records: Sequence[Record]) -> PreparedBatch:
-        """Stage consecutive records in one round trip: :meth:`decode`, :meth:`prepare`,
-        :meth:`send`. Each partition's messages are staged in order, each with its offset as
-        one unit, so a crash midway leaves a prefix staged and the rest to be re-delivered."""
-        batch = self.prepare(records, self.decode(records))
-        self.send(batch)
-        return batch
 
     def decode(self, records: Sequence[Record]) -> list[FramedMessage | None]:
         """Step one: the records' fast path, decoded, packed and framed natively (see

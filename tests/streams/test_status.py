@@ -10,6 +10,7 @@ from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.status import render, snapshot
 from streams.worker.stager import MessageStager
+from tests.streams.worker.records import stage_batch
 
 # 2024-04-11T01:31:12.265Z and ten seconds later.
 TS = 1_712_799_072_265 << 18
@@ -23,7 +24,7 @@ def test_the_document_gives_every_tso_its_time_and_the_lag_in_messages(
     staging.set_partition_count("t", 2)
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
     (mark,) = codec_for("open").encode([Resolved(TS)])
-    stager.stage_batch([(TopicPartition("t", 0), 0, mark.key, mark.value)])
+    stage_batch(stager, [(TopicPartition("t", 0), 0, mark.key, mark.value)])
     tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
     document = snapshot(staging, {tp0: 1, tp1: None}, {tp0: 5, tp1: 3}, TS - (2000 << 18), NOW)
     assert document["global_resolved_ts"] is None

@@ -18,6 +18,7 @@ from core.staging import Staging, TopicPartition
 from spark_sink.db.downstream import CheckpointTable
 from streams.codecs import codec_for
 from streams.worker.stager import MessageStager
+from tests.streams.worker.records import stage_batch
 from ticdc_sink.cli import main
 
 pytestmark = pytest.mark.integration
@@ -56,7 +57,7 @@ def _dead_letter(staging: Staging, tmp_path: Path) -> str:
     """Dead-letter a cut copy of a valid message; its fix (the whole value) goes to a file."""
     (good,) = codec_for("open").encode(_rows())
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
-    stager.stage_batch([(TP, 5, good.key, good.value[:-3])])
+    stage_batch(stager, [(TP, 5, good.key, good.value[:-3])])
     (tmp_path / "key").write_bytes(good.key)
     (tmp_path / "value").write_bytes(good.value)
     (letter,) = staging.dead_letters.entries()

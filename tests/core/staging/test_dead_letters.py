@@ -11,6 +11,7 @@ from config.settings import OnError
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.worker.stager import MessageStager
+from tests.streams.worker.records import stage_batch
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ def test_the_stream_keeps_the_newest_entries_and_counts_what_it_trimmed(
     staging: Staging,
 ) -> None:
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER, dead_letter_max=3)
-    stager.stage_batch([(TP, offset, b"\x00" * 8, b"junk %d" % offset) for offset in range(5)])
+    stage_batch(stager, [(TP, offset, b"\x00" * 8, b"junk %d" % offset) for offset in range(5)])
     store = staging.dead_letters
     assert store.count() == 3
     assert [letter.offset for letter in store.entries()] == [2, 3, 4]
@@ -33,7 +34,7 @@ def test_the_stream_keeps_the_newest_entries_and_counts_what_it_trimmed(
 
 def test_entries_read_back_whole_and_go_one_by_one_or_all(staging: Staging) -> None:
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
-    stager.stage_batch([(TP, 7, b"\x01\x02", b"\xff junk"), (TP, 8, None, b"more junk")])
+    stage_batch(stager, [(TP, 7, b"\x01\x02", b"\xff junk"), (TP, 8, None, b"more junk")])
     store = staging.dead_letters
     first, _ = store.entries()
     assert (first.tp, first.offset, first.key, first.value) == (TP, 7, b"\x01\x02", b"\xff junk")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import redis
 from core.model import DDLEvent, Resolved, RowChange
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
-from streams.worker.app import STAGE_BATCH
+from streams.transport import HANDLER_BATCH
 from tests.ticdc_sink.pipelines import start_worker
 from ticdc_sink.produce import send
 from workload import make_rows
@@ -206,22 +205,6 @@ async def test_a_quiet_partition_without_watermarks_resolves_to_what_it_staged(
     assert released == [r for r in rows if r.commit_ts <= min(highest.values())]
 
 
-@pytest.mark.parametrize("idle", [0.0, 2.0])
-def test_a_debezium_worker_without_resolve_when_idle_warns_once_at_start(
-    settings: Any, staging: Staging, idle: float, caplog: pytest.LogCaptureFixture
-) -> None:
-    from config.settings import Protocol
-    from streams.worker.app import build_app
-
-    debezium = settings.updated(
-        {"topics": ("t",), "protocol": Protocol.DEBEZIUM, "resolve_when_idle": idle}
-    )
-    with caplog.at_level(logging.WARNING, logger="ticdc_sink.worker"):
-        build_app(debezium, lambda: staging)
-    warnings = [r.getMessage() for r in caplog.records if "RESOLVE_WHEN_IDLE" in r.getMessage()]
-    assert len(warnings) == (0 if idle else 1), warnings
-
-
 def _is_resolved(message: Any) -> bool:
     return any(
         isinstance(e, Resolved) for e in codec_for("open").decode(message.key, message.value)
@@ -282,7 +265,7 @@ async def test_backpressure_pauses_and_resumes(
     settings: Any, topic: str, staging: Staging, unique: str
 ) -> None:
     # Open Protocol carries 16 rows a message: five batches' worth.
-    rows = make_rows(5 * 16 * STAGE_BATCH, seed=16)
+    rows = make_rows(5 * 16 * HANDLER_BATCH, seed=16)
     await _produce(settings, topic, _messages(rows, "open", resolved_per_chunk=True))
     limit = 1_000
     worker = start_worker(settings, topic, unique, TICDC_SINK_MAX_STAGED_ROWS=str(limit))
@@ -295,7 +278,7 @@ async def test_backpressure_pauses_and_resumes(
         paused_at = staging.staged_totals()[0]
         # One batch may overshoot the limit; the rest waits in Kafka, not in Redis.
         assert paused_at < len(rows)
-        assert paused_at < limit + STAGE_BATCH * 64
+        assert paused_at < limit + HANDLER_BATCH * 64
         time.sleep(1)
         assert staging.staged_totals()[0] == paused_at
         # A paused worker still stops promptly when asked.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from config.errors import DecodeError
 from config.settings import OnError
 from core.model import Op, Resolved, RowChange, column_type
+from core.outage import Outage
 from core.staging import Staging
 from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
@@ -41,6 +43,15 @@ class _App:
         self.crashed = error
 
 
+async def _room() -> None:
+    """Staging always has room: the limits are backpressure's (tests/streams/worker/test_app.py)."""
+
+
+def _line(app: _App, stager: MessageStager, threads: int = 1) -> StagingLine:
+    outage = Outage("Redis", logging.getLogger("test"))
+    return StagingLine(app, stager, _room, decode_threads=threads, redis_outage=outage)
+
+
 def _acknowledger(staging: Staging, acked: list[int], last_offset: int) -> Acknowledge:
     async def acknowledge() -> None:
         # Never before the batch is staged: Faust commits what is acknowledged.
@@ -63,7 +74,7 @@ async def test_the_line_stages_what_the_sync_batch_does(
     bootstrap, dml, watermark, row = simple_messages()
     schemas = RedisSchemaStore(staging.schemas())
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
-    line = StagingLine(_App(), stager)
+    line = _line(_App(), stager)
     acked: list[int] = []
     batches = [
         [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)],
@@ -90,9 +101,7 @@ async def test_the_line_keeps_each_partition_in_order_across_many_batches(
     codec = codec_for("open")
     messages = codec.encode(rows) + codec.encode([Resolved(TS + 10_000)])
     records = [(TP, offset, m.key, m.value) for offset, m in enumerate(messages)]
-    line = StagingLine(
-        _App(), MessageStager(staging, codec, OnError.DEADLETTER), decode_threads=threads
-    )
+    line = _line(_App(), MessageStager(staging, codec, OnError.DEADLETTER), threads)
     acked: list[int] = []
     for start in range(0, len(records), batch_size):
         batch = records[start : start + batch_size]
@@ -114,7 +123,7 @@ def test_a_batch_splits_into_runs_that_keep_its_order(count: int, parts: int) ->
 
 async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:
     app = _App()
-    line = StagingLine(app, MessageStager(staging, codec_for("open"), OnError.HALT))
+    line = _line(app, MessageStager(staging, codec_for("open"), OnError.HALT))
     acked: list[int] = []
     await line.submit([(TP, 0, b"\x00" * 8, b"junk")], _acknowledger(staging, acked, 0))
     await _until(lambda: app.crashed is not None)

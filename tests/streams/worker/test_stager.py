@@ -17,7 +17,7 @@ from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
 from streams.worker.stager import MessageStager
 from tests.streams.worker.memory_store import MemoryStore
-from tests.streams.worker.records import TP, TS, simple_messages
+from tests.streams.worker.records import TP, TS, simple_messages, stage_batch
 
 
 @pytest.fixture
@@ -31,12 +31,12 @@ def test_a_simple_dml_before_its_schema_is_held_then_staged(staging: Staging) ->
     bootstrap, dml, watermark, row = simple_messages()
     schemas = RedisSchemaStore(staging.schemas())
     stager = MessageStager(staging, codec_for("simple", schemas), OnError.DEADLETTER)
-    stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    stage_batch(stager, [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
     # Held, not dropped, and the partition's progress stops just short of it.
     assert len(staging.held()) == 1
     assert staging.global_resolved_ts() == TS - 1
     assert list(staging.release(0, TS + 10)) == []
-    stager.stage_batch([(TP, 2, None, bootstrap.value)])
+    stage_batch(stager, [(TP, 2, None, bootstrap.value)])
     assert staging.held() == []
     assert staging.global_resolved_ts() == TS + 10
     assert list(staging.release(0, TS + 10)) == [row]
@@ -51,7 +51,7 @@ def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(
 ) -> None:
     good = codec_for("open").encode([Resolved(TS)])[0]
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
-    stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk"), (TP, 1, good.key, good.value)])
+    stage_batch(stager, [(TP, 0, b"\x00" * 8, b"junk"), (TP, 1, good.key, good.value)])
     letters = redis_client.xrange(staging.keys.dead_letters)
     assert len(letters) == 1
     fields = letters[0][1]
@@ -59,7 +59,7 @@ def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(
     assert b"open:" in fields[b"error"]
     assert staging.global_resolved_ts() == TS
     # Re-delivery of the bad message does not dead-letter it twice.
-    stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
+    stage_batch(stager, [(TP, 0, b"\x00" * 8, b"junk")])
     assert redis_client.xlen(staging.keys.dead_letters) == 1
 
 
@@ -67,7 +67,7 @@ def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(
 def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
     stager = MessageStager(staging, codec_for("open"), OnError.HALT)
     with pytest.raises(DecodeError):
-        stager.stage_batch([(TP, 0, b"\x00" * 8, b"junk")])
+        stage_batch(stager, [(TP, 0, b"\x00" * 8, b"junk")])
     assert staging.staged_offset(TP) is None
 
 
@@ -84,8 +84,9 @@ def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> Non
     ]
     good = codec_for("open").encode([*rows, Resolved(TS + 10)])
     stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
-    stager.stage_batch(
-        [(TP, i, m.key, m.value) for i, m in enumerate(good)] + [(TP, 9, b"\x00" * 8, b"junk")]
+    stage_batch(
+        stager,
+        [(TP, i, m.key, m.value) for i, m in enumerate(good)] + [(TP, 9, b"\x00" * 8, b"junk")],
     )
     assert sample("ticdc_sink_rows_staged_total") == 3
     assert sample("ticdc_sink_dead_letters_total") == 1
@@ -105,14 +106,14 @@ def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
     plain = orjson.loads(with_extension.value)
     del plain["_tidb"]
     stager = MessageStager(staging, codec_for("canal-json"), OnError.DEADLETTER)
-    stager.stage_batch([(TP, 0, None, orjson.dumps(plain)), (TP, 1, None, with_extension.value)])
+    stage_batch(stager, [(TP, 0, None, orjson.dumps(plain)), (TP, 1, None, with_extension.value)])
     (letter,) = redis_client.xrange(staging.keys.dead_letters)
     assert b"enable-tidb-extension=true" in letter[1][b"error"]
     assert letter[1][b"offset"] == b"0"
     assert list(staging.release(0, TS)) == [row]
     halting = MessageStager(staging, codec_for("canal-json"), OnError.HALT)
     with pytest.raises(DecodeError, match="no commit ts"):
-        halting.stage_batch([(TP, 2, None, orjson.dumps(plain))])
+        stage_batch(halting, [(TP, 2, None, orjson.dumps(plain))])
 
 
 @pytest.mark.integration
@@ -123,14 +124,13 @@ def test_a_partition_that_went_elsewhere_and_back_is_checked_again(
     records = [(TP, i, m.key, m.value) for i, m in enumerate(messages)]
     bad = (TP, 4, b"\x00" * 8, b"junk")
     first = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
-    first.stage_batch(records[:3])
+    stage_batch(first, records[:3])
     # Another worker stages offsets 3-5 (one of them bad) while it owns the partition ...
-    MessageStager(staging, codec_for("open"), OnError.DEADLETTER).stage_batch(
-        [records[3], bad, records[5]]
-    )
+    other = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
+    stage_batch(other, [records[3], bad, records[5]])
     # ... then the first gets it back, resuming from an offset the other never committed.
     first.forget_offsets()
-    first.stage_batch([records[3], bad, records[5]])
+    stage_batch(first, [records[3], bad, records[5]])
     assert len(redis_client.xrange(staging.keys.dead_letters)) == 1
     assert staging.staged_offset(TP) == 5
 
@@ -148,7 +148,7 @@ def test_a_change_below_a_quiet_partitions_watermark_is_logged(
     # The worker moved the quiet partition to TS (TICDC_SINK_RESOLVE_WHEN_IDLE).
     stager.idle_marks[TP] = TS
     with caplog.at_level("WARNING", logger="ticdc_sink.worker"):
-        stager.stage_batch([(TP, i, m.key, m.value) for i, m in enumerate(messages)])
+        stage_batch(stager, [(TP, i, m.key, m.value) for i, m in enumerate(messages)])
     (warning,) = [r.getMessage() for r in caplog.records if "when quiet" in r.getMessage()]
     assert f"a change at commit ts {TS} arrived after the partition was resolved up to" in warning
     # It is still staged: the sink applies it if it has not passed it yet.
@@ -172,7 +172,7 @@ def test_a_batch_says_what_it_stages_per_partition() -> None:
     records += [(TP, len(messages), mark.key, mark.value), (P1, 7, mark.key, mark.value)]
     store = MemoryStore()
     stager = MessageStager(store, codec, OnError.DEADLETTER)
-    batch = stager.stage_batch(records)
+    batch = stage_batch(stager, records)
     mine, other = batch.changes[TP], batch.changes[P1]
     assert (mine.rows, mine.marks, mine.last_offset) == (3, [TS + 10], len(messages))
     assert (other.rows, other.marks, other.last_offset) == (0, [TS + 10], 7)
@@ -201,7 +201,7 @@ def test_every_offset_is_staged_once_in_order_whatever_kafka_redelivers(
         for offset in range(start, start + count):
             (mark,) = codec.encode([Resolved(TS + offset)])
             records.append((tp, offset, mark.key, mark.value))
-        stager.stage_batch(records)
+        stage_batch(stager, records)
         following[tp] = max(following[tp], start + count)
     for tp, end in following.items():
         staged = [offset for offset, _, _ in store.staged.get(tp, [])]
@@ -215,16 +215,16 @@ def test_a_failed_round_trip_is_forgotten_and_the_next_batch_asks_the_store() ->
     records = [(TP, i, m.key, m.value) for i, m in enumerate(marks)]
     store = MemoryStore()
     stager = MessageStager(store, codec, OnError.DEADLETTER)
-    stager.stage_batch(records[:2])
+    stage_batch(stager, records[:2])
     reads = store.offset_reads
     # Offsets that follow on from the last batch need no look-up.
-    stager.stage_batch(records[2:4])
+    stage_batch(stager, records[2:4])
     assert store.offset_reads == reads
     store.failures = 1
     with pytest.raises(ConnectionError):
-        stager.stage_batch(records[4:])
+        stage_batch(stager, records[4:])
     assert stager.messages_staged == 4
-    stager.stage_batch(records[4:])
+    stage_batch(stager, records[4:])
     assert store.offset_reads == reads + 1
     assert [offset for offset, _, _ in store.staged[TP]] == list(range(6))
 
@@ -233,10 +233,10 @@ def test_a_held_message_is_staged_once_its_schema_arrives() -> None:
     bootstrap, dml, _, row = simple_messages()
     store = MemoryStore()
     stager = MessageStager(store, codec_for("simple"), OnError.DEADLETTER)
-    first = stager.stage_batch([(TP, 0, None, dml.value)])
+    first = stage_batch(stager, [(TP, 0, None, dml.value)])
     assert not first.schemas_changed
     assert [(h.offset, h.commit_ts) for h in store.held_messages] == [(0, TS)]
-    second = stager.stage_batch([(TP, 1, None, bootstrap.value)])
+    second = stage_batch(stager, [(TP, 1, None, bootstrap.value)])
     assert second.schemas_changed
     assert store.held_messages == []
     assert store.late_rows == [row]
@@ -245,7 +245,7 @@ def test_a_held_message_is_staged_once_its_schema_arrives() -> None:
 def test_dead_letters_are_queued_with_their_batch_and_kept_to_the_cap() -> None:
     store = MemoryStore()
     stager = MessageStager(store, codec_for("open"), OnError.DEADLETTER, dead_letter_max=2)
-    batch = stager.stage_batch([(TP, offset, b"\x00" * 8, b"junk") for offset in range(3)])
+    batch = stage_batch(stager, [(TP, offset, b"\x00" * 8, b"junk") for offset in range(3)])
     assert batch.dead_letters == 3
     assert [(tp, offset) for tp, offset, _ in store.dead] == [(TP, 1), (TP, 2)]
     # Dead-lettered offsets count as staged: a replay does not dead-letter them again.
@@ -259,7 +259,7 @@ def test_a_dml_before_its_schema_is_held_even_where_bad_input_halts() -> None:
     stager = MessageStager(store, codec_for("simple"), OnError.HALT)
     # The hold signal is no DecodeError: halting on bad input does not stop on it, nor is it
     # ever a dead letter.
-    stager.stage_batch([(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    stage_batch(stager, [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
     assert [held.offset for held in store.held_messages] == [0]
     assert store.dead == []
     assert store.offsets[TP] == 1

@@ -1,0 +1,93 @@
+"""Running a worker: start-up checks and waits, then Faust's worker until SIGTERM or SIGINT.
+
+Faust's worker turns either signal into the app's stop: the consumer stops fetching, waits for
+what it handed over to be staged and acknowledged, commits, and the staging line closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+import redis
+from aiokafka.errors import KafkaError
+
+from config.errors import ConfigError
+from config.settings import EventLoop, Protocol, Settings
+from core.collector import collect_rarely
+from core.metrics import serve_metrics
+from core.redis_client import redis_client
+from core.staging import Staging
+from core.startup import wait_for_kafka, wait_for_redis
+from streams.worker.topics import record_partition_counts
+
+log = logging.getLogger("ticdc_sink.worker")
+
+
+def run_worker(settings: Settings) -> int:
+    """Run a worker until it is stopped (SIGTERM/SIGINT)."""
+    _use_event_loop(settings.worker.event_loop)
+    # Faust, and the app built on it, only once the event loop is chosen.
+    from faust.worker import Worker
+
+    from streams.worker.app import build_app
+
+    wait_for_redis(settings)
+    staging = Staging(redis_client(settings), settings.group)
+    staging.check_layout()
+    wait_for_kafka(settings)
+    serve_metrics(settings)
+    if not settings.kafka.topics:
+        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
+    for warning in protocol_warnings(settings):
+        log.warning("%s", warning)
+    app = build_app(settings, staging)
+    _check_topics(settings, staging)
+    # Logging is configured already (config/logs.py): Faust's records take the same form.
+    worker = Worker(app, quiet=True, override_logging=False)
+    # Faust's start-up spinner writes terminal escape codes into the log: none.
+    worker.spinner = None
+    # Each fetched chunk makes Faust messages and records by the thousand (core/collector.py).
+    collect_rarely()
+    worker.execute_from_commandline()
+    return 0
+
+
+def protocol_warnings(settings: Settings) -> list[str]:
+    """What the configured protocol needs of the changefeed or the settings to release anything,
+    said once at start."""
+    protocol = settings.kafka.protocol
+    if protocol is Protocol.CANAL_JSON:
+        return [
+            "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
+            "its commit ts go to the dead letters, and without its watermarks nothing is released"
+        ]
+    if protocol is Protocol.DEBEZIUM and not settings.worker.resolve_when_idle:
+        return [
+            "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "
+            "TICDC_SINK_RESOLVE_WHEN_IDLE (seconds) no partition's watermark moves and "
+            "nothing is released"
+        ]
+    return []
+
+
+def _check_topics(settings: Settings, staging: Staging) -> None:
+    """A topic that does not exist stops the worker at start with one line (ConfigError), not a
+    crash inside Faust; while Kafka or Redis is unreachable, the worker's own task retries."""
+    with contextlib.suppress(KafkaError, redis.RedisError, OSError):
+        asyncio.run(record_partition_counts(settings, staging))
+
+
+def _use_event_loop(loop: EventLoop) -> None:
+    """Install the configured event loop before Faust makes one."""
+    if loop is EventLoop.UVLOOP:
+        import mode.loop
+
+        try:
+            mode.loop.use("uvloop")
+        except ImportError as missing:
+            raise ConfigError(
+                "TICDC_SINK_EVENT_LOOP=uvloop but uvloop is not installed: install "
+                "ticdc-sink[streams] or set TICDC_SINK_EVENT_LOOP=asyncio"
+            ) from missing
