@@ -39,6 +39,16 @@ def batch_sizes(batch_rows: int, first: int = FIRST_BATCH_ROWS) -> Iterator[int]
         size = min(size * BATCH_GROWTH, batch_rows)
 
 
+def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
+    """The batch size of the next round: half after a batch outgrew the downstream's
+    transaction limit, back up by doubling (never past ``configured``) after a round that
+    fitted. Batches are cut between upstream transactions only, so each stays atomic with its
+    checkpoint however small."""
+    if too_large:
+        return max(1, current // 2)
+    return min(configured, current * 2)
+
+
 def planned_batches(
     released: Iterable[RowChange | Barrier],
     batch_rows: int,

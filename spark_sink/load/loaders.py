@@ -23,8 +23,8 @@ from config.errors import ApplyError, TransientApplyError
 from config.settings import Downstream
 from core.sql import quote
 from spark_sink.db.dialect import Dialect, bindable
-from spark_sink.db.downstream import Column, TableFacts
 from spark_sink.db.local_infile import serving
+from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.csv_rows import csv_rows
 from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
 from spark_sink.plan import TablePlan
