@@ -15,8 +15,8 @@ from core.staging import Barrier
 from spark_sink.plan import TablePlan, plan_batch
 from spark_sink.stage_timing import PLAN, RELEASE, StageClock
 
-# A round's first batch: big enough that a batch's fixed cost (~3 ms: a transaction, the
-# checkpoint, emptying the staging tables) stays small per row, small enough to start at once.
+# A round's first batch: big enough that a batch's fixed cost (a transaction, the checkpoint,
+# emptying the staging tables) stays small per row, small enough to start at once.
 FIRST_BATCH_ROWS = 5_000
 # Each next batch of a round may be this many times the one before, up to the configured size.
 BATCH_GROWTH = 2
