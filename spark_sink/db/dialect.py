@@ -3,6 +3,7 @@ that writes the sink's SQL and classifies the servers' errors, picked once from 
 
 Statements come back as text with identifiers quoted and ``%s`` marks where values are bound;
 a statement with marks has every ``%`` of its identifiers doubled (PyMySQL formats the whole text).
+One module past the usual size on purpose: each server's differences read side by side.
 """
 
 from __future__ import annotations
