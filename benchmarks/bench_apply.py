@@ -21,7 +21,7 @@ from typing import Any
 
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from core.model import Op, RowChange
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
 from workload import COLUMNS, make_rows

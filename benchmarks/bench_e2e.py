@@ -40,7 +40,8 @@ from core.model import Resolved
 from core.redis_client import redis_client
 from core.sql import quote
 from core.staging import Staging
-from spark_sink.db.downstream import CheckpointWatch, connect
+from spark_sink.db.checkpoint import CheckpointWatch
+from spark_sink.db.connection import connect
 from streams.codecs import codec_for
 from ticdc_sink.produce import partition_of, run_produce, send
 from ticdc_sink.scenario import Scenario

@@ -53,7 +53,7 @@ from core.staging.layout import member_row_count
 from core.staging.members import Copies, member_reader, merge_by_ts
 from core.staging.reader import UNPACK_CHUNK
 from spark_sink.batches import PlannedBatch, planned_batches
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from spark_sink.interpreter import reading_ahead
 from spark_sink.load.loaders import Loader, LoadPath
 from spark_sink.load.staged import StagedTable
@@ -261,12 +261,12 @@ def profile_sink(settings: Settings, staging: Staging, client: Any) -> tuple[Sta
         target.apply_batch(batch.plans, batch.upto, 0, {})
     reset_downstream(settings)
     # The loads are timed inside the apply; the rest of the apply is the merge transaction.
-    loader_for = target._loader
+    loader_for = target.batches.loader
 
     def timed_loader(path: LoadPath) -> Loader:
         return TimedLoader(loader_for(path), clock)
 
-    target._loader = timed_loader  # type: ignore[method-assign]
+    target.batches.loader = timed_loader  # type: ignore[method-assign]
     for batch in batches:
         started = time.perf_counter()
         target.apply_batch(batch.plans, batch.upto, 0, {})

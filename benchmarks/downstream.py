@@ -10,7 +10,7 @@ import argparse
 import os
 
 from config.settings import ENV_PREFIX, Settings, load_settings
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 
 DOWNSTREAM_ENV = f"{ENV_PREFIX}DOWNSTREAM"
 

@@ -15,8 +15,8 @@ from core.staging import Barrier
 from spark_sink.plan import TablePlan, plan_batch
 from spark_sink.stage_timing import PLAN, RELEASE, StageClock
 
-# A round's first batch: big enough that a batch's fixed cost (~3 ms: a transaction, the
-# checkpoint, emptying the staging tables) stays small per row, small enough to start at once.
+# A round's first batch: big enough that a batch's fixed cost (a transaction, the checkpoint,
+# emptying the staging tables) stays small per row, small enough to start at once.
 FIRST_BATCH_ROWS = 5_000
 # Each next batch of a round may be this many times the one before, up to the configured size.
 BATCH_GROWTH = 2
@@ -37,6 +37,16 @@ def batch_sizes(batch_rows: int, first: int = FIRST_BATCH_ROWS) -> Iterator[int]
     while True:
         yield size
         size = min(size * BATCH_GROWTH, batch_rows)
+
+
+def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
+    """The batch size of the next round: half after a batch outgrew the downstream's
+    transaction limit, back up by doubling (never past ``configured``) after a round that
+    fitted. Batches are cut between upstream transactions only, so each stays atomic with its
+    checkpoint however small."""
+    if too_large:
+        return max(1, current // 2)
+    return min(configured, current * 2)
 
 
 def planned_batches(

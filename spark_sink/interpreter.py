@@ -10,9 +10,9 @@ from contextlib import contextmanager
 
 from core.collector import raised_thresholds
 
-# The GIL switch interval (Python's default is 5 ms): the apply thread mostly waits on the
-# downstream, and each reply it wakes to would otherwise wait up to 5 ms for the reader (a batch
-# makes a dozen round trips; a 5,000-row batch applies in ~0.1 s).
+# The GIL switch interval, shorter than Python's default: the apply thread mostly waits on the
+# downstream, and each reply it wakes to would otherwise wait up to a default interval for the
+# reader (a batch makes a dozen round trips, each short next to it).
 SWITCH_INTERVAL_S = 0.001
 
 

@@ -19,8 +19,9 @@ import pymysql
 
 from config.errors import RowRefusedError
 from core.model import Value
-from spark_sink.db.dialect import bindable, quote
-from spark_sink.db.downstream import Column, is_transient
+from spark_sink.db.dialect import ANY_SERVER, bindable, quote
+from spark_sink.db.tables import Column
+from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.plan import Key, TablePlan
 
 # The column a MySQL or MariaDB value error names: ... for column `db`.`t`.`c` at row 1,
@@ -81,6 +82,16 @@ def _bound(value: Value) -> Any:
     """A value bound as the staging load sends it: a float as text that the server parses (so
     NaN is refused as the load refused it, not turned into a syntax error), the rest as is."""
     return repr(value) if isinstance(value, float) else value
+
+
+def refused_rows(cursor: Any, staged: Sequence[StagedTable]) -> list[RefusedRow]:
+    """Every row of the ``staged`` tables that their staging tables refuse (nothing stays)."""
+    refused = []
+    for item in staged:
+        refused += find_refused(
+            cursor, item.plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
+        )
+    return refused
 
 
 def find_refused(
@@ -148,7 +159,7 @@ def _bisect(cursor: Any, sql: str, rows: list[_Probe], found: list[tuple[_Probe,
         cursor.executemany(sql, [row.params for row in rows])
         return
     except pymysql.MySQLError as error:
-        if is_transient(error) or len(error.args) < 2:
+        if ANY_SERVER.is_transient(error) or len(error.args) < 2:
             raise
         message = f"{error.args[0]} {error.args[1]}"
     cursor.execute("ROLLBACK TO SAVEPOINT tcs_probe")

@@ -19,7 +19,7 @@ import redis
 from config.settings import Settings, load_settings
 from core.kafka_client import kafka_options
 from core.redis_client import redis_client as make_redis_client
-from spark_sink.db.downstream import connect as downstream_connect
+from spark_sink.db.connection import connect as downstream_connect
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 CHECKOUT = Path(__file__).parents[1]

@@ -29,7 +29,7 @@ def checked_settings(
 
         check_redis(settings)
     if downstream:
-        from spark_sink.db.downstream import check_downstream
+        from spark_sink.db.connection import check_downstream
 
         check_downstream(settings)
     return settings
@@ -109,7 +109,7 @@ def config(args: argparse.Namespace) -> int:
 
 
 def apply(args: argparse.Namespace) -> int:
-    from spark_sink.sink import run_sink
+    from spark_sink.run import run_sink
 
     return run_sink(checked_settings(args, redis=True, downstream=True), once=args.once)
 

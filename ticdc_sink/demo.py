@@ -19,7 +19,7 @@ from config.settings import Settings
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.tso import tso_millis, tso_time
-from spark_sink.db.downstream import CheckpointWatch
+from spark_sink.db.checkpoint import CheckpointWatch
 from ticdc_sink.produce import run_produce
 from ticdc_sink.verify import verify
 

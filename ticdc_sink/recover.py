@@ -19,7 +19,8 @@ from core.kafka_client import kafka_options
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.tso import describe_tso
-from spark_sink.db.downstream import CheckpointTable, connect
+from spark_sink.db.checkpoint import CheckpointTable
+from spark_sink.db.connection import connect
 
 log = logging.getLogger("ticdc_sink.recover")
 

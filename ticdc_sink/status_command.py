@@ -12,7 +12,8 @@ from config.errors import ServiceError
 from config.settings import Settings
 from core.redis_client import redis_client
 from core.staging import Staging
-from spark_sink.db.downstream import CheckpointTable, connect
+from spark_sink.db.checkpoint import CheckpointTable
+from spark_sink.db.connection import connect
 from streams.status import kafka_offsets, render, snapshot
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from spark_sink.db.connection import connect
 from spark_sink.db.dialect import Server, quote, server_dialect
-from spark_sink.db.downstream import connect
 
 # The database name placeholder of a workload file.
 DB_PLACEHOLDER = "{DB}"

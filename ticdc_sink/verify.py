@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 
 from config.settings import Settings
+from spark_sink.db.connection import connect
 from spark_sink.db.dialect import quote
-from spark_sink.db.downstream import connect
 from streams.codecs.values import b64decode
 
 # Differing rows shown per table when a table does not match.

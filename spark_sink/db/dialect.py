@@ -3,6 +3,7 @@ that writes the sink's SQL and classifies the servers' errors, picked once from 
 
 Statements come back as text with identifiers quoted and ``%s`` marks where values are bound;
 a statement with marks has every ``%`` of its identifiers doubled (PyMySQL formats the whole text).
+One module past the usual size on purpose: each server's differences read side by side.
 """
 
 from __future__ import annotations
@@ -39,11 +40,12 @@ MYSQL_ROW_ALIAS_SINCE = (8, 0, 20)
 # The row alias of an upsert's new row (MySQL 8.0.20+), and the staging table's alias.
 NEW_ROW = "new"
 STAGED = "s"
-# Connector/J batching: MariaDB's bulk command (~110k rows/s here against ~26-46k for rewritten
-# batches on MariaDB); the multi-row INSERTs it rewrites a batch into, for every other server.
+# Connector/J batching: MariaDB's bulk command (several times the rate of rewritten batches on
+# MariaDB: docs/benchmarks.md); the multi-row INSERTs it rewrites a batch into, for every other
+# server.
 JDBC_BULK_STATEMENTS = "useBulkStmts=true&rewriteBatchedStatements=false"
 JDBC_REWRITTEN_BATCHES = "useBulkStmts=false&rewriteBatchedStatements=true"
-# Staged rows from which emptying a staging table by TRUNCATE (a DDL: ~30 ms) beats DELETE.
+# Staged rows from which emptying a staging table by TRUNCATE (a DDL, slow to start) beats DELETE.
 TRUNCATE_MIN_ROWS = 20_000
 
 # Errors every MySQL-protocol server shares that mean the server or the way to it is away for
@@ -251,7 +253,7 @@ class Dialect:
     def empty_staging(self, stage: str, rows: int, committed: bool) -> StagingCleanup:
         """How ``stage`` is emptied after a batch staged ``rows`` rows in it, ``committed``
         by their loader's own connections (Spark) or else inside the batch's transaction."""
-        # TRUNCATE is a DDL (an implicit commit and ~30 ms); only worth it for big loads.
+        # TRUNCATE is a DDL (an implicit commit, and slow to start); only worth it for big loads.
         if rows >= TRUNCATE_MIN_ROWS:
             return StagingCleanup(f"TRUNCATE TABLE {stage}", in_batch=False)
         return StagingCleanup(self.clear_staging(stage), in_batch=False)
@@ -379,9 +381,9 @@ class TiDBDialect(Dialect):
         if rows >= TRUNCATE_MIN_ROWS:
             # Deleted rows stay in TiKV as MVCC versions until GC (tidb_gc_life_time, 10 min),
             # even rows a transaction both inserted and deleted, and every later scan of the
-            # table wades through them: 10-row batches took 20-40 ms instead of 8-12 after one
-            # 50k-row batch, ~170 ms after a 200k-row one. TRUNCATE gives the table a fresh key
-            # range; its DDL job is small next to a batch of this size.
+            # table wades through them: small batches slow down for minutes after a big one
+            # (docs/architecture.md, TiDB). TRUNCATE gives the table a fresh key range; its DDL
+            # job is small next to a batch of this size.
             return StagingCleanup(f"TRUNCATE TABLE {stage}", in_batch=False)
         # A small batch's rows: a DELETE in the batch's own transaction, no DDL, no commit more.
         return StagingCleanup(self.clear_staging(stage), in_batch=True)

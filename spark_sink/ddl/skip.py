@@ -11,8 +11,9 @@ import logging
 
 from config.errors import ConfigError
 from config.settings import Settings
+from spark_sink.db.checkpoint import CheckpointTable
+from spark_sink.db.connection import connect
 from spark_sink.db.dialect import server_dialect
-from spark_sink.db.downstream import CheckpointTable, connect
 
 log = logging.getLogger("ticdc_sink.sink")
 

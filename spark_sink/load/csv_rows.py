@@ -15,7 +15,7 @@ from typing import Any
 
 from core.model import Value
 from core.native import native_module
-from spark_sink.db.downstream import Column
+from spark_sink.db.tables import Column
 from spark_sink.load.staged import arrow_column, cell
 
 # Unquoted in the CSV, the word NULL is SQL NULL (a quoted "NULL" stays a string).

@@ -2,8 +2,8 @@
 
 LOAD DATA LOCAL sends CSV written in one native pass (in memory) over the sink's own
 connection; INSERT binds the rows over it; Spark's JDBC writer loads big tables from its
-executors on connections of their own (a Spark job costs ~0.2-0.5 s however small, so only big
-tables pay it back). Those three fill a staging table that the merge then upserts from. Where
+executors on connections of their own (a Spark job has a fixed cost however small, which only
+big tables pay back). Those three fill a staging table that the merge then upserts from. Where
 that equals an upsert (:func:`in_place`), LOAD DATA LOCAL loads a table's upserts straight into
 it, in the batch's transaction: REPLACE for a keyed table, a plain append of a key-less table's
 copies (whose deletes still go through the staging table).
@@ -23,8 +23,8 @@ from config.errors import ApplyError, TransientApplyError
 from config.settings import Downstream
 from core.sql import quote
 from spark_sink.db.dialect import Dialect, bindable
-from spark_sink.db.downstream import Column, TableFacts
 from spark_sink.db.local_infile import serving
+from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.csv_rows import csv_rows
 from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
 from spark_sink.plan import TablePlan
@@ -33,7 +33,8 @@ log = logging.getLogger("ticdc_sink.sink")
 
 # The file name a local load asks for: the rows are served from memory under it.
 LOCAL_NAME = "ticdc-sink-rows.csv"
-# Rows per JDBC batch statement when Spark loads a staging table (5k beat 20k and 100k here).
+# Rows per JDBC batch statement when Spark loads a staging table (bigger ones loaded slower:
+# docs/benchmarks.md).
 JDBC_BATCH_SIZE = 5_000
 # Connector/J's words for a connection that was cut or refused: a Spark load failing so retries.
 LOST_CONNECTION_MARKERS = (

@@ -86,9 +86,9 @@ def is_local(spark: SparkSession) -> bool:
 def spark_frame(spark: SparkSession, table: pa.Table, scratch: str) -> DataFrame:
     """``table`` as a Spark DataFrame, valid while the directory ``scratch`` exists.
 
-    Local executors read it from a Parquet file there: measured here (150k 11-column rows) that
-    loads over JDBC at ~100k rows/s against ~50-78k from ``createDataFrame``, whose Arrow batches
-    travel as task data through the Python-JVM socket. On a cluster, ``createDataFrame`` it is.
+    Local executors read it from a Parquet file there, which loads over JDBC faster than
+    ``createDataFrame``, whose Arrow batches travel as task data through the Python-JVM socket
+    (docs/benchmarks.md). On a cluster, ``createDataFrame`` it is.
     """
     if not is_local(spark):
         return spark.createDataFrame(table)
@@ -108,9 +108,8 @@ def jdbc_options(
     TINYINT(1) read as a number, the downstream's TLS, and no LOAD DATA LOCAL (Spark never
     sends files; a server asking gets none).
 
-    Measured here (Connector/J 2.7.6, 200k 11-column rows, warm JVM, MariaDB): useBulkStmts
-    alone loads ~110k rows/s; rewriteBatchedStatements ~26-46k rows/s, and with both the rewrite
-    wins.
+    Into MariaDB useBulkStmts alone loads several times faster than rewriteBatchedStatements,
+    and with both the rewrite wins (docs/benchmarks.md).
     """
     from spark_sink.db.tls import jdbc_tls
 

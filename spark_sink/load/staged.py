@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from core.model import Value
-from spark_sink.db.downstream import Column
+from spark_sink.db.tables import Column
 from spark_sink.plan import TablePlan
 
 # 0 for a row to upsert; n > 0 for the n-th image to delete (a key-less table's deletes are

@@ -34,12 +34,12 @@ def test_a_dml_before_its_schema_is_a_hold_signal_no_handler_of_bad_input_catche
 
 
 def test_errors_defined_for_one_layer_live_in_the_hierarchy_and_are_re_exported() -> None:
-    from spark_sink.db import downstream
+    from spark_sink.db import checkpoint
     from streams.codecs import simple
     from ticdc_sink import deadletters_command
 
     assert issubclass(LostLeadershipError, ApplyError)
     assert issubclass(ReplayRefusedError, TicdcSinkError)
-    assert downstream.LostLeadershipError is LostLeadershipError
+    assert checkpoint.LostLeadershipError is LostLeadershipError
     assert simple.MissingSchemaError is MissingSchemaError
     assert deadletters_command.ReplayRefusedError is ReplayRefusedError

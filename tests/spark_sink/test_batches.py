@@ -12,7 +12,7 @@ from prometheus_client import REGISTRY
 
 from core.model import DDLEvent, Op, RowChange, column_type
 from core.staging import Barrier, ReleaseSource
-from spark_sink.batches import PlannedBatch, planned_batches
+from spark_sink.batches import PlannedBatch, next_batch_rows, planned_batches
 
 TS = 449_000_000_000_000_000
 COLUMNS = {"id": column_type(3, 11)}  # the primary key: each row its own final action
@@ -152,3 +152,17 @@ def test_batches_planned_from_a_release_source_stay_within_its_resolved_ts(
     assert [d.commit_ts for d in ddls] == [
         i.ddl.commit_ts for i in expected if isinstance(i, Barrier)
     ]
+
+
+def test_batches_halve_when_too_large_and_grow_back() -> None:
+    configured = 200_000
+    sizes = [configured]
+    for _ in range(3):
+        sizes.append(next_batch_rows(sizes[-1], configured, too_large=True))
+    assert sizes == [200_000, 100_000, 50_000, 25_000]
+    assert next_batch_rows(1, configured, too_large=True) == 1
+    grown = [next_batch_rows(25_000, configured, too_large=False)]
+    while grown[-1] < configured:
+        grown.append(next_batch_rows(grown[-1], configured, too_large=False))
+    assert grown == [50_000, 100_000, 200_000]
+    assert next_batch_rows(configured, configured, too_large=False) == configured

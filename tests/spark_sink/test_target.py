@@ -1,5 +1,6 @@
-"""The target (spark_sink/target.py) against the real MariaDB and TiDB (and Spark for large
-batches): types, keys, atomicity with the checkpoint, fencing, refused rows, TiDB's limits."""
+"""The target (spark_sink/target.py, spark_sink/apply_batch.py) against the real MariaDB and TiDB
+(and Spark for large batches): types, keys, atomicity with the checkpoint, fencing, refused rows,
+TiDB's limits."""
 
 from __future__ import annotations
 
@@ -9,15 +10,18 @@ from typing import Any
 
 import pytest
 
+from config.errors import LostLeadershipError
 from config.settings import Settings, parse_routes
 from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
 from core.staging import Staging, TopicPartition
+from spark_sink import apply_batch
+from spark_sink.db.connection import connect
 from spark_sink.db.dialect import TRUNCATE_MIN_ROWS
-from spark_sink.db.downstream import LostLeadershipError, connect
 from spark_sink.leader import LeaderLock
+from spark_sink.load.loaders import load_path
+from spark_sink.loop import SinkLoop
 from spark_sink.plan import plan_batch
 from spark_sink.routing import Router
-from spark_sink.sink import SinkLoop
 from spark_sink.target import Target
 
 pytestmark = pytest.mark.integration
@@ -78,6 +82,15 @@ class Feed:
         self.offset += 1
 
 
+def without_load_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load as into a server that takes no LOAD DATA LOCAL: by INSERT (or Spark)."""
+    monkeypatch.setattr(
+        apply_batch,
+        "load_path",
+        lambda rows, spark_min_rows, *_: load_path(rows, spark_min_rows, load_data_local=False),
+    )
+
+
 def query(settings: Settings, sql: str) -> list[tuple[Any, ...]]:
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(sql)
@@ -113,17 +126,22 @@ def _types_columns() -> dict[str, Any]:
 @ON_EVERY_SERVER
 @pytest.mark.parametrize("path", ["load-data", "load-data-staged", "insert", "spark"])
 def test_every_type_round_trips(
-    pipeline: Any, scratch_db: str, path: str, request: pytest.FixtureRequest
+    pipeline: Any,
+    scratch_db: str,
+    path: str,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     settings, _staging, target = pipeline
-    target.load_data_local = path.startswith("load-data")
+    if path == "insert":
+        without_load_data(monkeypatch)
     if path == "load-data-staged":
         # Into MariaDB, "load-data" replaces the rows in place; this goes through staging.
         target = Target(settings.updated({"load_in_place": False}))
     if path == "spark":
         spark = request.getfixturevalue("spark")
         through = settings.updated({"spark_min_rows": 0, "load_in_place": False})
-        target = Target(through, spark_factory=lambda: spark)
+        target = Target(through, spark=lambda: spark)
     query(settings, ALL_TYPES_DDL.format(db=scratch_db))
     columns = _types_columns()
     full = {
@@ -285,10 +303,13 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
         ]
     )
 
-    def crash() -> None:
+    advance = target.checkpoints.advance
+
+    def advance_then_crash(*args: Any) -> None:
+        advance(*args)
         raise RuntimeError("injected: the sink dies before COMMIT")
 
-    target.before_commit = crash
+    target.checkpoints.advance = advance_then_crash  # type: ignore[method-assign]
     with pytest.raises(RuntimeError):
         target.apply_batch(second, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(1, 1, "a")]
@@ -296,7 +317,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
         settings, f"SELECT resolved_ts FROM `{settings.downstream.meta_db}`.`checkpoint`"
     )
     assert checkpoint == [(TS + 1,)]
-    target.before_commit = None
+    target.checkpoints.advance = advance  # type: ignore[method-assign]
     target.apply_batch(second, TS + 2, 0, {})
     assert query(settings, f"SELECT * FROM `{scratch_db}`.`t`") == [(2, 2, "b")]
 
@@ -305,7 +326,7 @@ def test_a_failure_mid_batch_leaves_the_previous_checkpoint(pipeline: Any, scrat
 def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark: Any) -> None:
     settings, _staging, _ = pipeline
     through = settings.updated({"spark_min_rows": 0, "load_in_place": False})
-    target = Target(through, spark_factory=lambda: spark)
+    target = Target(through, spark=lambda: spark)
     _keyed_table(settings, scratch_db)
     rows = [
         RowChange(TS + 1, scratch_db, "t", Op.INSERT, KEYED, {"id": i, "u": i, "v": f"r{i}"}, None)
@@ -319,9 +340,12 @@ def test_large_batches_load_through_spark(pipeline: Any, scratch_db: str, spark:
 
 @ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
-def test_hostile_identifiers_are_quoted(pipeline: Any, unique: str, load_data: bool) -> None:
+def test_hostile_identifiers_are_quoted(
+    pipeline: Any, unique: str, load_data: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     settings, _staging, target = pipeline
-    target.load_data_local = load_data
+    if not load_data:
+        without_load_data(monkeypatch)
     db = f"{unique}; DROP"
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{db}`")
@@ -391,10 +415,11 @@ def test_a_kept_alive_lease_outlives_its_ttl(pipeline: Any, redis_client: Any) -
 @ON_EVERY_SERVER
 @pytest.mark.parametrize("load_data", [True, False], ids=["load-data", "insert"])
 def test_a_value_the_column_cannot_hold_fails_the_batch(
-    pipeline: Any, scratch_db: str, load_data: bool
+    pipeline: Any, scratch_db: str, load_data: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     settings, _staging, target = pipeline
-    target.load_data_local = load_data
+    if not load_data:
+        without_load_data(monkeypatch)
     query(settings, f"CREATE TABLE `{scratch_db}`.`short` (id INT PRIMARY KEY, v VARCHAR(3))")
     cols = {"id": column_type(3, PK), "v": column_type(15, NULLABLE)}
     image = {"id": 1, "v": "toolong"}

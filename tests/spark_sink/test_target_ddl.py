@@ -13,10 +13,10 @@ from config.errors import DDLError, SchemaDriftError
 from config.settings import OnDDLError, OnSchemaDrift, Settings
 from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
 from core.staging import Staging, TopicPartition
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from spark_sink.ddl.skip import request_skip_ddl
+from spark_sink.loop import SinkLoop
 from spark_sink.routing import Router
-from spark_sink.sink import SinkLoop
 from spark_sink.target import Target
 
 pytestmark = pytest.mark.integration

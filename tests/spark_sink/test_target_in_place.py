@@ -11,7 +11,8 @@ import pytest
 
 from config.settings import Settings
 from core.model import ColumnFlag, Op, RowChange, column_type
-from spark_sink.db.downstream import connect, table_facts
+from spark_sink.db.connection import connect
+from spark_sink.db.tables import table_facts
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
 
@@ -46,8 +47,10 @@ def staged_before_commit(target: Target, db: str) -> list[int]:
     """Arm ``target`` to count, on its own connection just before a batch commits, the rows in
     its staging tables (an in-place load stages none); the counts land in the returned list."""
     counts: list[int] = []
+    advance = target.checkpoints.advance
 
-    def count() -> None:
+    def advance_then_count(*args: Any) -> None:
+        advance(*args)
         with target.connection().cursor() as cursor:
             cursor.execute(
                 "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
@@ -60,7 +63,7 @@ def staged_before_commit(target: Target, db: str) -> list[int]:
                 total += int(cursor.fetchone()[0])
         counts.append(total)
 
-    target.before_commit = count
+    target.checkpoints.advance = advance_then_count  # type: ignore[method-assign]
     return counts
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from config.settings import Settings
 from core.staging import Keys
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
 from core.staging import Staging
-from spark_sink.db.downstream import CheckpointWatch
+from spark_sink.db.checkpoint import CheckpointWatch
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.

@@ -15,7 +15,7 @@ import redis
 from config.settings import OnError
 from core.model import Op, RowChange, column_type
 from core.staging import Staging, TopicPartition
-from spark_sink.db.downstream import CheckpointTable
+from spark_sink.db.checkpoint import CheckpointTable
 from streams.codecs import codec_for
 from streams.worker.stager import MessageStager
 from tests.streams.worker.records import stage_batch

@@ -23,8 +23,8 @@ from config.settings import Settings
 from core.kafka_client import kafka_options
 from core.redis_client import redis_client
 from core.staging import Keys, Staging
-from spark_sink.db.downstream import connect
-from spark_sink.sink import SinkLoop
+from spark_sink.db.connection import connect
+from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
 from tests.ticdc_sink.pipelines import (
     ON_EVERY_SERVER,

@@ -28,7 +28,7 @@ from config.settings import SaslMechanism, Settings, load_settings
 from core.kafka_client import kafka_options
 from core.redis_client import redis_client
 from core.staging import Keys
-from spark_sink.db.downstream import connect as downstream_connect
+from spark_sink.db.connection import connect as downstream_connect
 from tests.conftest import missing
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT
 from ticdc_sink.services.base import state_dir

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from spark_sink.db.downstream import CheckpointTable
+from spark_sink.db.checkpoint import CheckpointTable
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ import pytest
 
 from config.settings import Settings
 from core.staging import Keys
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from streams.codecs import KafkaMessage
 from tests.ticdc_sink.pipelines import (
     ON_EVERY_SERVER,

@@ -11,6 +11,7 @@ import pytest
 
 from config.errors import TransientApplyError
 from config.settings import Settings
+from spark_sink.db.connection import connect
 from spark_sink.db.dialect import (
     ANY_SERVER,
     SPARK_DEFAULT_ISOLATION,
@@ -25,7 +26,6 @@ from spark_sink.db.dialect import (
     parse_version,
     server_dialect,
 )
-from spark_sink.db.downstream import connect
 
 MYSQL_8_0_36 = dialect_for("8.0.36")
 MYSQL_8_0_19 = dialect_for("8.0.19-log")

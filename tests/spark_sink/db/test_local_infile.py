@@ -13,7 +13,7 @@ import pytest
 
 from config.errors import ApplyError
 from config.settings import load_settings
-from spark_sink.db.downstream import connect
+from spark_sink.db.connection import connect
 from spark_sink.db.local_infile import LOAD_PACKET_BYTES, serving
 
 # Client capabilities the fake server offers: protocol 4.1, secure auth, plugin auth, LOCAL files.

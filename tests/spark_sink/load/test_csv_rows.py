@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from core.model import Value
 from core.native import native_module
-from spark_sink.db.downstream import Column
+from spark_sink.db.tables import Column
 from spark_sink.load.csv_rows import CSV_NULL, arrow_csv_rows
 
 # (column type, data type, its values): what the sink's images hold for such a column.

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.model import ColumnFlag, column_type
-from spark_sink.db.downstream import Column, TableFacts
+from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.loaders import LoadPath, in_place, load_path
 from spark_sink.plan import TablePlan
 

@@ -1,8 +1,8 @@
-"""The sink's loop against real MariaDB and Redis: outages are waited out, not fatal."""
+"""Rounds read ahead (spark_sink/rounds.py) as the sink's loop applies them, against the real
+MariaDB and Redis: the next round read and the last trimmed off the loop's thread."""
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,16 +11,13 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from core.outage import Outage
 from core.staging import Staging
-from spark_sink.db.downstream import connect
-from spark_sink.leader import LeaderLock
-from spark_sink.sink import SinkLoop, lead
+from spark_sink.db.connection import connect
+from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
 
 pytestmark = pytest.mark.integration
 
-SINK_LOG = logging.getLogger("ticdc_sink.sink")
 TS = 449_200_000_000_000_000
 
 
@@ -31,81 +28,6 @@ def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Sett
     yield configured
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
-
-
-def test_an_idle_sink_whose_connection_was_cut_goes_on(
-    pipeline: Settings, staging: Staging, redis_client: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    sink = SinkLoop(pipeline, staging, Target(pipeline))
-    lock = LeaderLock(redis_client, staging.keys)
-    assert lock.acquire()
-    redis_outage = Outage("Redis", SINK_LOG)
-    assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
-    # The server cuts the idle connection (a restart, a proxy's idle timeout).
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"KILL {sink.target.connection().thread_id()}")
-    with caplog.at_level(logging.WARNING, SINK_LOG.name):
-        assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
-    assert "the downstream unavailable since" in caplog.text
-    assert "the downstream back after" in caplog.text
-    lock.release()
-
-
-def test_a_sink_whose_lease_another_sink_took_stops(
-    pipeline: Settings, staging: Staging, redis_client: Any
-) -> None:
-    sink = SinkLoop(pipeline, staging, Target(pipeline))
-    lock = LeaderLock(redis_client, staging.keys)
-    assert lock.acquire()
-    assert lead(sink, lock, lambda: True, Outage("Redis", SINK_LOG), once=False) == 1
-
-
-def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(
-    pipeline: Settings, scratch_db: str
-) -> None:
-    import pymysql
-
-    from core.model import ColumnFlag, Op, RowChange, column_type
-    from spark_sink.plan import plan_batch
-
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE `{scratch_db}`.nokey (a INT, b VARCHAR(8))")
-    columns = {"a": column_type(3, int(ColumnFlag.NULLABLE)), "b": column_type(15, 0)}
-    rows = [
-        RowChange(TS, scratch_db, "nokey", Op.INSERT, columns, {"a": i, "b": "x"}, None)
-        for i in range(3)
-    ]
-    target = Target(pipeline)
-    lost_once = []
-
-    def commit_then_lose_the_reply() -> None:
-        # As a server killed after it wrote the commit: done, but the client hears nothing.
-        if not lost_once:
-            lost_once.append(True)
-            target.connection().commit()
-            raise pymysql.err.OperationalError(2013, "Lost connection to MySQL server")
-
-    target.before_commit = commit_then_lose_the_reply
-    target.apply_batch(plan_batch(rows), TS, 0, {})
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.nokey")
-        assert cursor.fetchone() == (3,)
-
-
-def test_batches_halve_when_too_large_and_grow_back() -> None:
-    from spark_sink.sink import next_batch_rows
-
-    configured = 200_000
-    sizes = [configured]
-    for _ in range(3):
-        sizes.append(next_batch_rows(sizes[-1], configured, too_large=True))
-    assert sizes == [200_000, 100_000, 50_000, 25_000]
-    assert next_batch_rows(1, configured, too_large=True) == 1
-    grown = [next_batch_rows(25_000, configured, too_large=False)]
-    while grown[-1] < configured:
-        grown.append(next_batch_rows(grown[-1], configured, too_large=False))
-    assert grown == [50_000, 100_000, 200_000]
-    assert next_batch_rows(configured, configured, too_large=False) == configured
 
 
 def test_a_round_counts_its_stages_under_its_pipeline(
@@ -267,9 +189,9 @@ def test_a_round_read_on_at_the_last_ones_end_starts_with_its_biggest_batch(
 ) -> None:
     """The sink is behind when the next round is there at a round's end: its batches start as
     big as the last round's biggest, not small again (a batch's fixed costs count then)."""
-    import spark_sink.sink
+    import spark_sink.rounds
 
-    monkeypatch.setattr(spark_sink.sink, "FIRST_BATCH_ROWS", 1)
+    monkeypatch.setattr(spark_sink.rounds, "FIRST_BATCH_ROWS", 1)
     stage = keyed_rows(pipeline, staging, scratch_db)
     stage(0, 1, 3)
     stage(1, 4, 7)

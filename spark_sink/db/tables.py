@@ -1,0 +1,114 @@
+"""What the sink reads of a downstream table: its columns (and the staging type of each), and the
+facts that decide whether rows may replace its rows in place; and how a table is named in SQL."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from spark_sink.db.dialect import quote
+
+# Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
+INDEX_PREFIX = 191
+# Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
+# but a string by its bytes or its name.
+_NUMERIC_STAGING = ("bit", "enum", "set")
+
+
+def table_name(schema: str, table: str) -> str:
+    return f"{quote(schema)}.{quote(table)}"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    column_type: str  # information_schema COLUMN_TYPE, e.g. "bigint(20) unsigned"
+    data_type: str
+    generated: bool
+
+    @property
+    def binary(self) -> bool:
+        return self.data_type in {
+            "binary",
+            "varbinary",
+            "tinyblob",
+            "blob",
+            "mediumblob",
+            "longblob",
+        }
+
+    def index_part(self) -> str:
+        """The column as an index part: long strings and blobs need a prefix length."""
+        if self.data_type in {"tinytext", "text", "mediumtext", "longtext", "json"} or (
+            self.data_type.endswith("blob")
+        ):
+            return f"{quote(self.name)}({INDEX_PREFIX})"
+        if self.data_type in {"char", "varchar", "binary", "varbinary"}:
+            declared = int(self.column_type.split("(", 1)[1].split(")", 1)[0])
+            if declared > INDEX_PREFIX:
+                return f"{quote(self.name)}({INDEX_PREFIX})"
+        return quote(self.name)
+
+    @property
+    def by_number(self) -> bool:
+        """BIT, ENUM and SET: set from a number, by value (text would be bytes or a name)."""
+        return self.data_type in _NUMERIC_STAGING
+
+    @property
+    def staging_type(self) -> str:
+        if self.by_number:
+            return "bigint unsigned"
+        if self.data_type in {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}:
+            return f"{self.column_type} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+        return self.column_type
+
+
+def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
+    """The downstream table's columns in order; empty when the table does not exist."""
+    cursor.execute(
+        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA FROM information_schema.COLUMNS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+        (schema, table),
+    )
+    rows = cursor.fetchall()
+    return [
+        Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
+        for name, column_type, data_type, extra in rows
+    ]
+
+
+@dataclass(frozen=True)
+class TableFacts:
+    """What decides whether rows may replace a downstream table's rows in place."""
+
+    # The column sets of the primary key and every unique key.
+    unique_keys: frozenset[frozenset[str]]
+    # Another table's foreign key references this one (a replace would fire its ON DELETE).
+    referenced: bool
+    # The table has triggers (a replace fires DELETE and INSERT ones, not UPDATE ones).
+    triggers: bool
+
+
+def table_facts(cursor: Any, schema: str, table: str) -> TableFacts:
+    """The downstream table's unique keys, and whether foreign keys or triggers involve it."""
+    cursor.execute(
+        "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+        "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
+        (schema, table),
+    )
+    keys: dict[str, set[str]] = {}
+    for index, column in cursor.fetchall():
+        keys.setdefault(index, set()).add(column)
+    cursor.execute(
+        "SELECT (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE "
+        "WHERE REFERENCED_TABLE_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s), "
+        "(SELECT COUNT(*) FROM information_schema.TRIGGERS "
+        "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s)",
+        (schema, table, schema, table),
+    )
+    referencing, triggers = cursor.fetchone()
+    return TableFacts(
+        frozenset(frozenset(columns) for columns in keys.values()),
+        int(referencing) > 0,
+        int(triggers) > 0,
+    )

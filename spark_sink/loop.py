@@ -1,0 +1,194 @@
+"""The sink's loop for one pipeline: release -> plan -> apply -> trim.
+
+Read the global resolved ts; when it passes the checkpoint, release the staged changes in between
+in commit-ts order, plan them into batches (cut at transaction boundaries, by size, and at every
+DDL barrier; read ahead by a thread, :mod:`spark_sink.rounds`), hand each batch and each DDL to the
+:class:`~spark_sink.target.Target`, then trim Redis. Nothing here writes SQL.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError
+from config.settings import OnRowError, Settings
+from core.metrics import DEAD_LETTERS_TRIMMED
+from core.model import DDLEvent
+from core.redis_client import REDIS_TRANSIENT
+from core.staging import Staging
+from core.tso import describe_tso, tso_age
+from spark_sink.batches import PlannedBatch, next_batch_rows
+from spark_sink.db.checkpoint import Checkpoint
+from spark_sink.metrics import record_batch
+from spark_sink.refused import RefusedRow, without_refused
+from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
+from spark_sink.target import Target
+
+log = logging.getLogger("ticdc_sink.sink")
+
+# What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal.
+
+
+class SinkLoop:
+    """The loop of one pipeline: release -> plan -> target.apply -> trim. :meth:`run_once`
+    applies everything resolved so far."""
+
+    def __init__(
+        self, settings: Settings, staging: Staging, target: Target, epoch: int = 0
+    ) -> None:
+        self.settings = settings
+        self.staging = staging
+        self.target = target
+        self.epoch = epoch
+        self.applied_rows = 0
+        # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
+        # size limit cuts batches smaller.
+        self.batch_rows = settings.sink.batch_rows
+        # The steps read ahead past the last round's end, and where their next round starts.
+        self._ahead: Ahead | None = None
+
+    def run_once(self) -> int:
+        """Apply every change up to the global resolved ts; returns the new checkpoint ts.
+
+        The read-ahead thread trims the round once it is applied. When a new resolved ts is
+        there once the round's last batch is handed over (or else once it is applied), it
+        reads and plans the next round from this one's resolved ts (the next call takes it
+        when the checkpoint is still there) and trims while the loop applies the next round's
+        first batch; else it trims before this returns."""
+        try:
+            checkpoint = self.target.checkpoint()
+            self._check_lineage(checkpoint.resolved_ts)
+            after = self._release_after(checkpoint)
+        except BaseException:
+            self._drop_ahead()
+            raise
+        rounds = self._ahead_from(after)
+        try:
+            # Read ahead past the last round: None when no resolved ts was new by its end.
+            resolved = None if rounds is None else self._apply_round(rounds, checkpoint)
+            if resolved is None:
+                upto = self.staging.global_resolved_ts()
+                if upto is None or upto <= after:
+                    return checkpoint.resolved_ts
+                rounds = read_rounds(self.settings, self.staging, after, upto, self.batch_rows)
+                resolved = self._apply_round(rounds, checkpoint)
+                if resolved is None:
+                    raise RuntimeError("the sink's round ended before its first step")
+        except BatchTooLargeError as error:
+            if rounds is not None:
+                rounds.close()
+            if self.batch_rows == 1:
+                raise
+            self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
+            log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
+            return self.target.checkpoint().resolved_ts
+        except BaseException:
+            if rounds is not None:
+                rounds.close()
+            raise
+        # The next round (read ahead) was planned with this size: the one a fitted round gets.
+        self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
+        return resolved
+
+    def close(self) -> None:
+        """Stop reading ahead (the thread ends after the step it is making) and trim the last
+        applied round if the thread had not yet."""
+        ahead = self._drop_ahead()
+        untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
+        if untrimmed is not None:
+            try:
+                self.staging.trim(untrimmed)
+            except REDIS_TRANSIENT as error:
+                log.warning("the trim up to %s is left to the next round: %s", untrimmed, error)
+
+    def _drop_ahead(self) -> Ahead | None:
+        """Stop reading ahead, trimming nothing more."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.rounds.close()
+        return ahead
+
+    def _ahead_from(self, after: int) -> Rounds | None:
+        """The rounds read ahead when their next one starts at ``after`` (the checkpoint is
+        where the last round left it), else None (and the reading ahead stops)."""
+        ahead = self._ahead
+        if ahead is not None and ahead.after == after:
+            self._ahead = None
+            return ahead.rounds
+        # Not where the round left it: nothing read ahead (nor its trim) is sure to fit.
+        self._drop_ahead()
+        return None
+
+    def _apply_round(self, rounds: Rounds, checkpoint: Checkpoint) -> int | None:
+        """Apply a round's steps up to its end, keep the rest read ahead; returns the round's
+        resolved ts, or None when the steps end before their first (no round)."""
+        started = False
+        for step in rounds.steps:
+            started = True
+            if isinstance(step, RoundEnd):
+                # Every batch before the end is applied: the thread may trim and read on.
+                rounds.gate.applied()
+                self._ahead = Ahead(step.resolved, rounds)
+                return step.resolved
+            if isinstance(step, DDLEvent):
+                offsets = self.staging.replay_offsets(step.commit_ts)
+                self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
+            else:
+                self._apply(step)
+        if started:
+            raise RuntimeError("the sink's rounds ended before the round did")
+        return None
+
+    def _release_after(self, checkpoint: Checkpoint) -> int:
+        """The commit ts after which changes are released: the checkpoint, or just before it
+        when the DDL at the checkpoint has not run (the batch before a DDL commits up to the
+        DDL's ts; then the DDL failed, or the sink died before it)."""
+        at = checkpoint.resolved_ts
+        if at and checkpoint.ddl_ts < at and self.staging.has_ddl_at(at):
+            return at - 1
+        return at
+
+    def _check_lineage(self, checkpoint: int) -> None:
+        """Stop if Redis lost its data: the workers' committed Kafka offsets have moved past
+        changes that were staged, not applied, and now exist only in Kafka."""
+        if self.staging.has_lineage():
+            return
+        if checkpoint:
+            raise StagingLostError(
+                f"Redis holds no staging data for pipeline {self.settings.group!r} while the "
+                f"downstream checkpoint is at ts {checkpoint}: Redis was flushed or replaced. "
+                "Stop the workers, run `ticdc-sink recover`, then start them again."
+            )
+        self.staging.mark_lineage()
+
+    def _apply(self, batch: PlannedBatch) -> None:
+        started = time.perf_counter()
+        offsets = self.staging.replay_offsets(batch.upto)
+        while True:
+            try:
+                merged = self.target.apply_batch(batch.plans, batch.upto, self.epoch, offsets)
+                break
+            except RowRefusedError as refused:
+                if self.settings.sink.on_row_error is OnRowError.STOP:
+                    raise
+                # Dead-lettered before the batch commits: a crash in between redoes the batch,
+                # which finds (and dead-letters) the same rows again.
+                rows: list[RefusedRow] = refused.rows
+                trimmed = self.staging.dead_letters.add_entries(
+                    [row.dead_letter() for row in rows], self.settings.redis.dead_letter_max_entries
+                )
+                DEAD_LETTERS_TRIMMED.labels(self.settings.group).inc(trimmed)
+                for row in rows:
+                    log.warning("dead letter: %s", row.describe())
+                without_refused(batch.plans, rows)
+        self.applied_rows += merged
+        elapsed = time.perf_counter() - started
+        record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
+        log.info(
+            "applied %d changes in %.3f s; resolved ts %s, %.1f s behind",
+            batch.changes,
+            elapsed,
+            describe_tso(batch.upto),
+            tso_age(batch.upto),
+        )

@@ -1,0 +1,146 @@
+"""Leading a pipeline against real MariaDB and Redis: outages are waited out, not fatal; a lease
+another sink took stops the sink; Spark's start never holds up a batch that does not need it."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from core.model import ColumnFlag, Op, RowChange, column_type
+from core.outage import Outage
+from core.staging import Staging, TopicPartition
+from spark_sink.db.connection import connect
+from spark_sink.leader import LeaderLock
+from spark_sink.load import spark_start
+from spark_sink.loop import SinkLoop
+from spark_sink.run import lead, run_sink
+from spark_sink.target import Target
+
+pytestmark = pytest.mark.integration
+
+SINK_LOG = logging.getLogger("ticdc_sink.sink")
+TS = 449_200_000_000_000_000
+
+
+@pytest.fixture
+def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
+    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
+    staging.set_partition_count("topic", 1)
+    yield configured
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+def test_an_idle_sink_whose_connection_was_cut_goes_on(
+    pipeline: Settings, staging: Staging, redis_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
+    lock = LeaderLock(redis_client, staging.keys)
+    assert lock.acquire()
+    redis_outage = Outage("Redis", SINK_LOG)
+    assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
+    # The server cuts the idle connection (a restart, a proxy's idle timeout).
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"KILL {sink.target.connection().thread_id()}")
+    with caplog.at_level(logging.WARNING, SINK_LOG.name):
+        assert lead(sink, lock, lambda: False, redis_outage, once=True) == 0
+    assert "the downstream unavailable since" in caplog.text
+    assert "the downstream back after" in caplog.text
+    lock.release()
+
+
+def test_a_sink_whose_lease_another_sink_took_stops(
+    pipeline: Settings, staging: Staging, redis_client: Any
+) -> None:
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
+    lock = LeaderLock(redis_client, staging.keys)
+    assert lock.acquire()
+    assert lead(sink, lock, lambda: True, Outage("Redis", SINK_LOG), once=False) == 1
+
+
+@pytest.fixture
+def own_signal_handlers() -> Iterator[None]:
+    """``run_sink`` takes SIGTERM and SIGINT for itself: pytest gets them back afterwards."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def three_rows_staged(pipeline: Settings, staging: Staging, scratch_db: str) -> None:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
+    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
+    rows = [
+        RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
+        for i in range(1, 4)
+    ]
+    staging.stage(TopicPartition("topic", 0), 0, rows, watermark=TS + 3)
+
+
+def applied(pipeline: Settings, scratch_db: str) -> int:
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.keyed")
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_a_small_batch_never_waits_for_spark_to_start(
+    pipeline: Settings,
+    staging: Staging,
+    scratch_db: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only a table of TICDC_SINK_SPARK_MIN_ROWS rows or more loads through Spark: a batch of
+    three rows is applied while Spark's start is still blocked."""
+    three_rows_staged(pipeline, staging, scratch_db)
+    release = threading.Event()
+    built: list[bool] = []
+
+    def blocked_build(*_: Any, **__: Any) -> Any:
+        release.wait(20)
+        built.append(True)
+        return object()
+
+    monkeypatch.setattr(spark_start, "build_spark", blocked_build)
+    try:
+        started = time.monotonic()
+        assert run_sink(pipeline, once=True) == 0
+        assert not built, "the sink waited for Spark"
+        assert time.monotonic() - started < 15
+        assert applied(pipeline, scratch_db) == 3
+    finally:
+        release.set()
+
+
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_a_spark_that_does_not_start_is_logged_once_and_small_batches_apply(
+    pipeline: Settings,
+    staging: Staging,
+    scratch_db: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    three_rows_staged(pipeline, staging, scratch_db)
+
+    def failed_build(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("no JVM here")
+
+    monkeypatch.setattr(spark_start, "build_spark", failed_build)
+    with caplog.at_level(logging.INFO, SINK_LOG.name):
+        assert run_sink(pipeline, once=True) == 0
+        # The start runs beside the loop: wait for its verdict.
+        waited = time.monotonic() + 10
+        while "Spark did not start" not in caplog.text:
+            assert time.monotonic() < waited, caplog.text
+            time.sleep(0.01)
+    assert applied(pipeline, scratch_db) == 3
+    assert caplog.text.count("Spark did not start (no JVM here)") == 1
