@@ -47,10 +47,9 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     staging = Staging(client, settings.group)
     staging.check_layout()
     lock = LeaderLock(client, staging.keys)
-    # Spark's JVM takes seconds to start: it starts now, standby or not, beside the loop; only a
-    # batch that loads through Spark waits for it.
+    # Spark's JVM takes seconds of CPU and hundreds of MiB: it starts when the first batch that
+    # loads through Spark asks for it, and only such a batch waits for it.
     spark = SparkStart(sink_spark(settings))
-    spark.start()
     target = Target(settings, spark, Router(settings.sink.routes, settings.sink.skip_tables))
     redis_outage = Outage("Redis", log)
     while not stop.is_set() and not _acquire(lock, redis_outage):

@@ -1,5 +1,6 @@
-"""The sink's Spark session, started in a thread of its own: only a load through Spark waits for
-its JVM, and a Spark that does not start fails only such loads (the rest never need it)."""
+"""The sink's Spark session, started when a load through Spark first asks for it: no other load
+waits for its JVM or shares the machine with its start, and a Spark that does not start fails
+only such loads (the rest never need it)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def sink_spark(settings: Settings) -> Callable[[], Any]:
 
 
 class SparkStart:
-    """The Spark session ``build`` makes, built once in a background thread: :meth:`start` begins
-    it, calling the object waits for it (and begins it when nothing did).
+    """The Spark session ``build`` makes, built once in a thread of its own: calling the object
+    begins it (or :meth:`start` does, ahead of the first call) and waits for it.
 
     The thread is never the main one, so PySpark leaves the process's SIGINT handler alone."""
 
