@@ -26,6 +26,9 @@ keeps Spark out of the staging tables' loads.
 By default every row is its own transaction: a partition's message holds 16 commit ts, and each
 row is a staged member of its own. ``--transaction-rows 96`` gives a partition's 16-row message
 2-3 commit ts, as bench_e2e's transactions do: 2-3 members a message.
+
+One script for both parts, longer than a module should be: part 2 times the rows part 1 staged,
+so they share the run's topic, workers and staging area.
 """
 
 from __future__ import annotations

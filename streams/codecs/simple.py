@@ -5,6 +5,10 @@ DML values are typed from the table schema of the message's ``(database, table, 
 which BOOTSTRAP and DDL messages announce. In JSON every value is a string (binary ones base64,
 TIMESTAMP an object ``{"location", "value"}``); Avro values are typed, with unsigned BIGINT held
 as the int64 reinterpretation of its bits.
+
+The codec base (decode and encode of every message type, the schema cache) is one unit with the
+JSON encoding's value rules: the Avro encoding overrides only how a message is loaded, dumped and
+its values read, so the base stays whole here.
 """
 
 from __future__ import annotations
