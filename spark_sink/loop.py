@@ -9,6 +9,7 @@ DDL barrier; read ahead by a thread, :mod:`spark_sink.rounds`), hand each batch 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError
@@ -35,7 +36,12 @@ class SinkLoop:
     applies everything resolved so far."""
 
     def __init__(
-        self, settings: Settings, staging: Staging, target: Target, epoch: int = 0
+        self,
+        settings: Settings,
+        staging: Staging,
+        target: Target,
+        epoch: int = 0,
+        stop: threading.Event | None = None,
     ) -> None:
         self.settings = settings
         self.staging = staging
@@ -47,6 +53,9 @@ class SinkLoop:
         self.batch_rows = settings.sink.batch_rows
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
+        # Set by SIGTERM/SIGINT: the round ends after the batch in progress, so a stop waits for
+        # one batch, never for the backlog.
+        self._stop = stop or threading.Event()
 
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts.
@@ -122,8 +131,11 @@ class SinkLoop:
 
     def _apply_round(self, rounds: Rounds, checkpoint: Checkpoint) -> int | None:
         """Apply a round's steps up to its end, keep the rest read ahead; returns the round's
-        resolved ts, or None when the steps end before their first (no round)."""
+        resolved ts, or None when the steps end before their first (no round). Asked to stop,
+        it ends the round after the step in progress and returns how far that step took the
+        checkpoint (the rest stays staged for the next sink)."""
         started = False
+        applied = checkpoint.resolved_ts
         for step in rounds.steps:
             started = True
             if isinstance(step, RoundEnd):
@@ -131,11 +143,17 @@ class SinkLoop:
                 rounds.gate.applied()
                 self._ahead = Ahead(step.resolved, rounds)
                 return step.resolved
+            if self._stop.is_set():
+                rounds.close()
+                log.info("stopping: the round ends at ts %s, the rest stays staged", applied)
+                return applied
             if isinstance(step, DDLEvent):
                 offsets = self.staging.replay_offsets(step.commit_ts)
                 self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
+                applied = step.commit_ts
             else:
                 self._apply(step)
+                applied = step.upto
         if started:
             raise RuntimeError("the sink's rounds ended before the round did")
         return None

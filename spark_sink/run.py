@@ -60,7 +60,7 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         log.info("stopped before leading pipeline %s", settings.group)
         return 0
     lost = lock.keep_alive(redis_outage)
-    sink = SinkLoop(settings, staging, target, epoch=lock.epoch)
+    sink = SinkLoop(settings, staging, target, epoch=lock.epoch, stop=stop)
     log.info("leading pipeline %s with epoch %d", settings.group, lock.epoch)
     try:
         code = lead(sink, lock, lost.is_set, redis_outage, once, stop)

@@ -226,3 +226,39 @@ def test_a_sink_closed_after_a_round_it_read_past_leaves_that_round_trimmed(
     assert staging.staged_totals()[0] == 3
     assert recording.trimmed == [(TS + 3, "MainThread")]
     assert not any(t.name == "read-ahead" for t in threading.enumerate())
+
+
+def test_a_stop_ends_the_round_after_the_batch_in_progress_and_the_next_sink_goes_on(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    """SIGTERM waits for one batch, never for the backlog: of a round of 60 one-row
+    transactions in batches of 5 rows, a stop asked while the second batch applies leaves after
+    it, with the checkpoint there; a new sink applies the rest, row-exact."""
+    stage = keyed_rows(pipeline, staging, scratch_db)
+    stage(0, 1, 60)
+    small = pipeline.updated({"batch_rows": 5})
+    stop = threading.Event()
+    applied: list[int] = []
+
+    class StoppedTarget(Target):
+        def apply_batch(self, plans: Any, upto: int, *args: Any) -> int:
+            if len(applied) == 1:
+                stop.set()  # as SIGTERM does, while this batch applies
+            merged = super().apply_batch(plans, upto, *args)
+            applied.append(upto)
+            return merged
+
+    first = SinkLoop(small, staging, StoppedTarget(small), stop=stop)
+    reached = first.run_once()
+    first.close()
+    assert len(applied) == 2 and reached == applied[-1] < TS + 60
+    assert Target(small).checkpoint().resolved_ts == reached
+    # What the stopped sink left staged, the next one applies (from the checkpoint) and trims.
+    assert staging.staged_totals()[0] == 60
+    second = SinkLoop(small, staging, Target(small))
+    assert second.run_once() == TS + 60
+    second.close()
+    assert staging.staged_totals()[0] == 0
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM `{scratch_db}`.keyed ORDER BY id")
+        assert [row[0] for row in cursor.fetchall()] == list(range(1, 61))
