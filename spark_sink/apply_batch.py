@@ -112,7 +112,7 @@ class BatchApplier:
                     continue  # a missing table fails the batch for another reason
                 if item is not None:
                     staged.append(item)
-            refused = refused_rows(cursor, staged)
+            refused = refused_rows(cursor, dialect, staged)
         # The tries wrote into the staging tables (rolled back, but known empty no more).
         self.tables.known_empty(conn).clear()
         return refused

@@ -1,10 +1,13 @@
 """Rows the downstream refuses: found one by one after a batch failed, described in one line,
 and taken out of the batch's plans when the operator dead-letters them.
 
-A batch that fails on a value (a NaN or out-of-range FLOAT, an invalid date) fails whole, and the
-server's error says neither which row nor, often, which table. So the batch's rows are tried
-again as the staging load writes them, bisected down to the refused ones, inside a transaction
-that is rolled back.
+A batch that fails on a row fails whole, and the server's error says neither which row nor, often,
+which table. So the batch's rows are tried again, bisected down to the refused ones, inside a
+transaction that is rolled back: first as the staging load writes them (a NaN or out-of-range
+FLOAT, an invalid date: what the load refuses), then, for a table whose staging table took every
+row, against the table itself after the batch's deletes of it, as the merge writes them. Only the
+table has what the staging table lacks: CHECK constraints, foreign keys, triggers, its unique
+keys and the lengths of its indexes.
 """
 
 from __future__ import annotations
@@ -19,11 +22,13 @@ import pymysql
 
 from config.errors import RowRefusedError
 from core.model import Value
-from spark_sink.db.dialect import ANY_SERVER, bindable, quote
+from spark_sink.db.dialect import ANY_SERVER, Dialect, bindable, quote
 from spark_sink.db.tables import Column
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.plan import Key, TablePlan
 
+# Key values a probe's DELETE binds at once (the merge's chunking keeps statements small too).
+_DELETE_CHUNK = 1_000
 # The column a MySQL or MariaDB value error names: ... for column `db`.`t`.`c` at row 1,
 # ... for column 'c' at row 1.
 _COLUMN = re.compile(r"column (?:`(?:[^`]|``)*`\.)*[`']((?:[^`']|``)+)[`'] at row")
@@ -84,14 +89,58 @@ def _bound(value: Value) -> Any:
     return repr(value) if isinstance(value, float) else value
 
 
-def refused_rows(cursor: Any, staged: Sequence[StagedTable]) -> list[RefusedRow]:
-    """Every row of the ``staged`` tables that their staging tables refuse (nothing stays)."""
+def refused_rows(cursor: Any, dialect: Dialect, staged: Sequence[StagedTable]) -> list[RefusedRow]:
+    """Every row of the ``staged`` tables that their staging tables, or else their targets,
+    refuse (nothing stays)."""
     refused = []
     for item in staged:
-        refused += find_refused(
+        found = find_refused(
             cursor, item.plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
         )
+        refused += found or find_refused_by_target(cursor, dialect, item)
     return refused
+
+
+def find_refused_by_target(cursor: Any, dialect: Dialect, item: StagedTable) -> list[RefusedRow]:
+    """Each upsert of ``item`` that its target refuses once the batch's deletes of it ran: each
+    row upserted as the merge would, bisected, inside a transaction that is rolled back."""
+    plan = item.plan
+    wanted = set(plan.columns)
+    names = [c.name for c in item.columns if c.name in wanted]
+    updates = ", ".join(f"{quote(n)} = {dialect.inserted(n)}" for n in names)
+    sql = dialect.upsert_values(item.target, names, updates)
+    keys = [k for k in plan.key_columns if k in set(names)]
+    rows = [
+        _Probe(key, image, [_bound(image.get(n)) for n in names])
+        for key, image in plan.upserts.items()
+    ]
+    found: list[tuple[_Probe, str]] = []
+    cursor.execute("SET @tcs_mode = @@SESSION.sql_mode")
+    cursor.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')")
+    try:
+        if item.keyed and plan.deletes:
+            # A row the batch deletes may hold a unique value one of its upserts takes over.
+            deleted = [list(key) for key in plan.deletes]
+            for start in range(0, len(deleted), _DELETE_CHUNK):
+                chunk = deleted[start : start + _DELETE_CHUNK]
+                statement = dialect.delete_by_key(item.target, plan.key_columns, len(chunk))
+                cursor.execute(statement, [value for key in chunk for value in key])
+        _bisect(cursor, sql, rows, found)
+    finally:
+        cursor.connection.rollback()
+        cursor.execute("SET SESSION sql_mode = @tcs_mode")
+    return [
+        RefusedRow(
+            plan.schema,
+            plan.table,
+            {name: row.image.get(name) for name in keys},
+            column_of(message),
+            plan.commit_ts.get(row.key, 0),
+            message,
+            row.image,
+        )
+        for row, message in found
+    ]
 
 
 def find_refused(

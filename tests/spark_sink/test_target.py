@@ -608,3 +608,53 @@ def test_an_updated_bit_column_keeps_its_value(pipeline: Any, scratch_db: str) -
         f"SELECT CAST(b AS UNSIGNED), CAST(s AS UNSIGNED) FROM `{scratch_db}`.`bits` ORDER BY id",
     )
     assert got == [(v + 1, i) for i, v in enumerate(values)]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "refused_id", "error"),
+    [
+        # A CHECK constraint (MariaDB 4025), a trigger's SIGNAL, a foreign key (1452): only the
+        # table has them, never its staging table.
+        ("flag TINYINT UNSIGNED CHECK (flag < 251)", 2, "4025"),
+        ("flag TINYINT UNSIGNED", 2, "refuses 252"),
+        ("flag TINYINT UNSIGNED, FOREIGN KEY (flag) REFERENCES {db}.parent (id)", 2, "1452"),
+    ],
+    ids=["check", "trigger", "foreign-key"],
+)
+def test_a_row_only_the_table_itself_refuses_is_named_and_dead_lettered(
+    pipeline: Any, scratch_db: str, ddl: str, refused_id: int, error: str
+) -> None:
+    from config.errors import RowRefusedError
+    from spark_sink.refused import without_refused
+
+    settings, _staging, target = pipeline
+    query(settings, f"CREATE TABLE `{scratch_db}`.parent (id TINYINT UNSIGNED PRIMARY KEY)")
+    query(settings, f"INSERT INTO `{scratch_db}`.parent VALUES (1), (7)")
+    table = f"`{scratch_db}`.`t`"
+    query(settings, f"CREATE TABLE {table} (id INT PRIMARY KEY, {ddl.format(db=scratch_db)})")
+    if error == "refuses 252":
+        query(
+            settings,
+            f"CREATE TRIGGER `{scratch_db}`.no252 BEFORE INSERT ON {table} FOR EACH ROW "
+            "IF NEW.flag = 252 THEN SIGNAL SQLSTATE '45000' "
+            "SET MESSAGE_TEXT = 'refuses 252'; END IF",
+        )
+    unsigned = NULLABLE | int(ColumnFlag.UNSIGNED)
+    columns = {"id": column_type(3, PK), "flag": column_type(1, unsigned)}
+    rows = [
+        RowChange(TS + i, scratch_db, "t", Op.INSERT, columns, {"id": i, "flag": flag}, None)
+        for i, flag in [(1, 1), (2, 252), (3, 7)]
+    ]
+    plans = plan_batch(rows)
+    with pytest.raises(RowRefusedError) as refused:
+        target.apply_batch(plans, TS + 3, 0, {})
+    assert [(r.key["id"], r.commit_ts) for r in refused.value.rows] == [(refused_id, TS + 2)]
+    assert error in refused.value.rows[0].error
+    assert str(refused.value).startswith(
+        f"the downstream refuses a row of {scratch_db}.t (key id=2"
+    )
+    assert query(settings, f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    # Dead-lettered, the row leaves the batch and the rest applies.
+    without_refused(plans, refused.value.rows)
+    target.apply_batch(plans, TS + 3, 0, {})
+    assert query(settings, f"SELECT id, flag FROM {table} ORDER BY id") == [(1, 1), (3, 7)]
