@@ -547,13 +547,10 @@ def test_a_batch_over_tidbs_memory_quota_is_applied_as_smaller_whole_batches(
     quota = 4 << 20  # bytes: a few thousand of these rows per transaction
 
     class QuotaTarget(Target):
-        def connection(self) -> Any:
-            fresh = self._conn is None or not self._conn.open
-            conn = super().connection()
-            if fresh:
-                with conn.cursor() as cursor:
-                    cursor.execute(f"SET SESSION tidb_mem_quota_query = {quota}")
-            return conn
+        def _prepare(self, cursor: Any, dialect: Any) -> None:
+            # On every new connection: a reconnect keeps the quota.
+            super()._prepare(cursor, dialect)
+            cursor.execute(f"SET SESSION tidb_mem_quota_query = {quota}")
 
     query(
         settings,
