@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--seed", type=int, default=1)
     produce.add_argument("--duplicates", type=float, default=0.0, help="share of re-sent messages")
     produce.add_argument("--schema", default="shop", help="upstream database of the workload")
-    produce.add_argument("--expected", default=".ticdc-sink/expected.json", help="state file")
+    produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)
 
     verify = subcommands.add_parser(
@@ -134,8 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument(
         "--expected",
-        default=".ticdc-sink/expected.json",
-        help="the state file `produce --expected` wrote (default: %(default)s)",
+        help=f"the state file `produce --expected` wrote (default: {commands.DEFAULT_EXPECTED})",
     )
     verify.add_argument("--db", help="a replicated database, compared with --truth-db instead")
     verify.add_argument("--truth-db", help="the database holding the truth, row for row")

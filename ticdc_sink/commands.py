@@ -11,6 +11,9 @@ from config.logs import configure_logging
 from config.settings import Settings, load_settings
 from ticdc_sink.exit_codes import EXIT_FAILURE
 
+# Where `produce` writes the expected state and `verify` reads it unless told otherwise.
+DEFAULT_EXPECTED = ".ticdc-sink/expected.json"
+
 
 def checked_settings(
     args: argparse.Namespace, *, kafka: bool = False, redis: bool = False, downstream: bool = False
@@ -160,8 +163,17 @@ def verify(args: argparse.Namespace) -> int:
     from ticdc_sink.verify import verify
 
     if args.db or args.truth_db:
+        if args.expected is not None:
+            raise ConfigError(
+                "--expected compares with a state file, --db/--truth-db with a database: "
+                "give one or the other"
+            )
         return verify_against_truth(args)
-    ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
+    if args.workload:
+        raise ConfigError("--workload runs into --truth-db: give --db and --truth-db with it")
+    ok, report = verify(
+        checked_settings(args, downstream=True), Path(args.expected or DEFAULT_EXPECTED)
+    )
     print("\n".join(report))
     print("verify: match" if ok else "verify: MISMATCH")
     return 0 if ok else EXIT_FAILURE
