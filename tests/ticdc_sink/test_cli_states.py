@@ -111,6 +111,8 @@ def test_tls_against_a_plaintext_port_is_one_line_naming_the_setting(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
+    if argv[0] == "produce":
+        _needs_kafka()
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
@@ -208,6 +210,7 @@ async def _delete_topic(topic: str) -> None:
 def test_produce_refuses_another_partition_count_before_writing(
     unique: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    _needs_kafka()
     assert asyncio.run(_topic_ends(unique, 3, create=True)) == [0, 0, 0]
     try:
         argv = ["produce", "--topic", unique, "--partitions", "5"]
@@ -255,3 +258,62 @@ def test_a_reader_gone_from_stdout_ends_decode_quietly(conformance: Path) -> Non
     err = process.stderr.read()
     assert process.wait(timeout=60) == 128 + signal.SIGPIPE
     assert err == b""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("argv", "code", "first"),
+    [
+        (["status"], 0, "pipeline {group}"),
+        (["deadletters", "list"], 0, "pipeline {group}: 0 dead letters"),
+        (["deadletters", "export"], 0, ""),
+        (
+            ["deadletters", "show", "1-0"],
+            2,
+            "no dead letter '1-0' in pipeline '{group}' (see: list)",
+        ),
+        (
+            ["deadletters", "replay", "1-0"],
+            2,
+            "no dead letter '1-0' in pipeline '{group}' (see: list)",
+        ),
+        (["recover", "--dry-run"], 2, "TICDC_SINK_TOPICS: topic '{group}' not found"),
+    ],
+)
+def test_an_unknown_or_empty_pipeline(
+    argv: list[str],
+    code: int,
+    first: str,
+    unique: str,
+    capsys: pytest.CaptureFixture[str],
+    redis_client: Any,
+    mariadb_connect: Any,
+) -> None:
+    if argv[0] in {"status", "recover"}:
+        _needs_kafka()
+    try:
+        assert main(argv) == code
+    finally:
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+    captured = capsys.readouterr()
+    if code:
+        assert _line_of(captured.err) == f"ticdc-sink {argv[0]}: {first.format(group=unique)}"
+    else:
+        assert (captured.out.splitlines() or [""])[0] == first.format(group=unique)
+
+
+def _needs_kafka() -> None:
+    import socket
+
+    from tests.conftest import service_missing
+
+    try:
+        socket.create_connection(("127.0.0.1", 9092), timeout=5).close()
+    except OSError as error:
+        service_missing("Kafka", error)
+
+
+def _line_of(err: str) -> str:
+    (line,) = err.splitlines()
+    return line
