@@ -145,6 +145,11 @@ class ReplayRefusedError(TicdcSinkError):
     moved past it)."""
 
 
+class NothingToCompareError(TicdcSinkError):
+    """``verify`` was asked to compare something that is not there (a missing database, one
+    without tables, a database with itself): a match over nothing would prove nothing."""
+
+
 class UnreachableError(ServiceError):
     """A service was still not reachable when the startup timeout ran out."""
 

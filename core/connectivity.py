@@ -60,10 +60,11 @@ def kafka_problem(settings: Settings, error: BaseException) -> str | None:
             f"{env_name('kafka_sasl_username')} / {env_name('kafka_sasl_password')}: {where} "
             f"refused the {settings.kafka.sasl_mechanism} login of {settings.kafka.sasl_username!r}"
         )
-    if isinstance(error, KafkaConnectionError | TimeoutError) and not protocol.tls:
+    if isinstance(error, KafkaConnectionError | TimeoutError):
+        other = "PLAINTEXT or SASL_PLAINTEXT" if protocol.tls else "SSL or SASL_SSL"
         return (
             f"{env_name('kafka_security_protocol')}={protocol}: {where} closed the connection "
-            "or never answered; does its listener take SSL or SASL_SSL?"
+            f"or never answered; does its listener take {other}?"
         )
     return None
 
@@ -107,6 +108,13 @@ def redis_problem(settings: Settings, error: BaseException) -> str | None:
             return (
                 f"{env_name('redis_url')}: {where} dropped a plaintext connection; "
                 "does it take TLS only (rediss://)?"
+            )
+    if isinstance(error, redis.ConnectionError | redis.TimeoutError) and parts.scheme == "rediss":
+        cause = error.__cause__ or error.__context__
+        if isinstance(cause, ConnectionResetError | TimeoutError) or "Timeout" in str(error):
+            return (
+                f"{env_name('redis_url')}: {where} never finished a TLS handshake; "
+                "does it take plaintext only (redis://)?"
             )
     if isinstance(error, redis.ResponseError) and "NOAUTH" in str(error):
         return f"{env_name('redis_password')}: {where} needs a password"

@@ -12,9 +12,11 @@ keys and the lengths of its indexes.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -45,6 +47,10 @@ class RefusedRow:
     commit_ts: int
     error: str
     image: dict[str, Value]
+    # The downstream table (quoted), and its row for the key when the row was refused
+    # (:func:`downstream_image`; None: a table without a key, nothing recorded).
+    target: str = ""
+    before: str | None = None
 
     def describe(self) -> str:
         key = ", ".join(f"{name}={value!r}" for name, value in self.key.items())
@@ -54,21 +60,51 @@ class RefusedRow:
         )
 
     def dead_letter(self) -> dict[str, str]:
-        """The fields of its dead letter."""
-        return {
+        """The fields of its dead letter (``core/staging/dead_letters.py``, a row letter)."""
+        fields = {
+            "kind": "row",
             "table": f"{self.schema}.{self.table}",
             "key": orjson.dumps(self.key, default=_jsonable).decode(),
             "column": self.column or "",
             "commit_ts": str(self.commit_ts),
             "error": self.error,
             "row": orjson.dumps(self.image, default=_jsonable).decode(),
+            "target": self.target,
         }
+        if self.before is not None:
+            fields["before"] = self.before
+        return fields
 
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"hex": value.hex()}
+    if isinstance(value, Decimal | dt.timedelta):
+        return str(value)
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def from_json(value: Any) -> Any:
+    """A value of a row letter's JSON as it is bound again (``{"hex": ...}``: bytes)."""
+    if isinstance(value, dict) and set(value) == {"hex"}:
+        return bytes.fromhex(value["hex"])
+    return value
+
+
+def downstream_image(cursor: Any, target: str, key: dict[str, Value], *, lock: bool = False) -> str:
+    """The downstream's row of ``target`` for ``key`` as JSON text (``null``: no row), in one
+    form whoever reads it, so that two reads compare as text; ``lock``: FOR UPDATE."""
+    where = " AND ".join(f"{quote(name)} <=> %s" for name in key)
+    cursor.execute(
+        f"SELECT * FROM {target} WHERE {where} LIMIT 1" + (" FOR UPDATE" if lock else ""),
+        [from_json(value) for value in key.values()],
+    )
+    found = cursor.fetchone()
+    if found is None:
+        return "null"
+    names = [column[0] for column in cursor.description]
+    image = dict(zip(names, found, strict=True))
+    return orjson.dumps(image, default=_jsonable, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def refused_error(rows: Sequence[RefusedRow]) -> RowRefusedError:
@@ -98,6 +134,7 @@ def refused_rows(cursor: Any, dialect: Dialect, staged: Sequence[StagedTable]) -
             cursor, item.plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
         )
         refused += found or find_refused_by_target(cursor, dialect, item)
+    cursor.connection.rollback()  # the reads above leave no snapshot to the batch's transaction
     return refused
 
 
@@ -129,18 +166,7 @@ def find_refused_by_target(cursor: Any, dialect: Dialect, item: StagedTable) -> 
     finally:
         cursor.connection.rollback()
         cursor.execute("SET SESSION sql_mode = @tcs_mode")
-    return [
-        RefusedRow(
-            plan.schema,
-            plan.table,
-            {name: row.image.get(name) for name in keys},
-            column_of(message),
-            plan.commit_ts.get(row.key, 0),
-            message,
-            row.image,
-        )
-        for row, message in found
-    ]
+    return [_refused(cursor, plan, item.target, keys, row, message) for row, message in found]
 
 
 def find_refused(
@@ -177,18 +203,32 @@ def find_refused(
     finally:
         cursor.connection.rollback()
         cursor.execute("SET SESSION sql_mode = @tcs_mode")
-    return [
-        RefusedRow(
-            plan.schema,
-            plan.table,
-            {name: row.image.get(name) for name in keys},
-            column_of(message.replace(stage, target)),
-            plan.commit_ts.get(row.key, 0),
-            message.replace(stage, target),
-            row.image,
-        )
+    refused = [
+        _refused(cursor, plan, target, keys, row, message.replace(stage, target))
         for row, message in found
     ]
+    cursor.connection.rollback()  # the reads above leave no snapshot to the batch's transaction
+    return refused
+
+
+def _refused(
+    cursor: Any, plan: TablePlan, target: str, keys: list[str], row: _Probe, message: str
+) -> RefusedRow:
+    """The refused row ``row`` of ``plan``, with the server's ``message``."""
+    key = {name: row.image.get(name) for name in keys}
+    return RefusedRow(
+        plan.schema,
+        plan.table,
+        key,
+        column_of(message),
+        plan.commit_ts.get(row.key, 0),
+        message,
+        row.image,
+        target,
+        # What a replay of its dead letter must still find there (the batch, applied without
+        # this row, has no other change of the key).
+        downstream_image(cursor, target, key) if plan.has_key and key else None,
+    )
 
 
 @dataclass(frozen=True, slots=True)

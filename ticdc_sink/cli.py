@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -16,9 +19,12 @@ from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__, commands
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_SIGNALLED
 
-# Processes a supervisor runs and stops: asked to stop, they exit 0 even when the signal comes
-# while they still start (before the worker's Faust or the sink's loop took the signals over).
-SERVICE_COMMANDS = frozenset({"worker", "apply"})
+log = logging.getLogger("ticdc_sink.cli")
+
+# Processes a supervisor runs and stops (commands.SERVICE_COMMANDS): asked to stop, they exit 0
+# even when the signal comes while they still start (before the worker's Faust or the sink's
+# loop took the signals over).
+SERVICE_COMMANDS = commands.SERVICE_COMMANDS
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -28,6 +34,49 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# A Redis stream id as `deadletters list` shows it: milliseconds, optionally "-" and a sequence.
+_STREAM_ID = re.compile(r"\d+(-\d+)?")
+# A TSO (a commit ts) is an unsigned 64-bit number.
+_TSO_LIMIT = 1 << 64
+
+
+def _number(text: str, kind: type[int] | type[float], what: str) -> int | float:
+    """``text`` as a ``kind``, or the argument error saying it is not ``what``."""
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def _positive(text: str) -> int:
+    number = int(_number(text, int, "a positive number"))
+    if number <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return number
+
+
+def _share(text: str) -> float:
+    share = _number(text, float, "a share between 0 and 1")
+    if not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
+    return share
+
+
+def _tso(text: str) -> int:
+    number = int(_number(text, int, "a commit ts"))
+    if not 0 < number < _TSO_LIMIT:
+        raise argparse.ArgumentTypeError(f"{text} is not a commit ts (a TSO: 1 to 2^64-1)")
+    return number
+
+
+def _stream_id(text: str) -> str:
+    if not _STREAM_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a dead letter's id (digits, a dash, digits: see list)"
+        )
+    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -100,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     skip_ddl = subcommands.add_parser(
         "skip-ddl", help="make the sink skip a DDL the downstream refuses (by its commit ts)"
     )
-    skip_ddl.add_argument("--ts", type=int, required=True, help="the DDL's commit ts")
+    skip_ddl.add_argument("--ts", type=_tso, required=True, help="the DDL's commit ts")
     skip_ddl.set_defaults(handler=commands.skip_ddl)
 
     recover = subcommands.add_parser(
@@ -117,12 +166,22 @@ def build_parser() -> argparse.ArgumentParser:
     produce = subcommands.add_parser("produce", help="write a seeded TiCDC-like stream to Kafka")
     produce.add_argument("--topic", help="topic (default: the first of TICDC_SINK_TOPICS)")
     produce.add_argument("--protocol", choices=[p.value for p in Protocol])
-    produce.add_argument("--partitions", type=int, default=4)
-    produce.add_argument("--transactions", type=int, default=300)
+    produce.add_argument(
+        "--partitions",
+        type=_positive,
+        default=4,
+        help="the topic's partitions (an existing topic must have as many)",
+    )
+    produce.add_argument("--transactions", type=_positive, default=300)
     produce.add_argument("--seed", type=int, default=1)
-    produce.add_argument("--duplicates", type=float, default=0.0, help="share of re-sent messages")
+    produce.add_argument(
+        "--duplicates",
+        type=_share,
+        default=0.0,
+        help="chance, 0 to 1, that an earlier message is sent again after each flush",
+    )
     produce.add_argument("--schema", default="shop", help="upstream database of the workload")
-    produce.add_argument("--expected", default=".ticdc-sink/expected.json", help="state file")
+    produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)
 
     verify = subcommands.add_parser(
@@ -134,8 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument(
         "--expected",
-        default=".ticdc-sink/expected.json",
-        help="the state file `produce --expected` wrote (default: %(default)s)",
+        help=f"the state file `produce --expected` wrote (default: {commands.DEFAULT_EXPECTED})",
     )
     verify.add_argument("--db", help="a replicated database, compared with --truth-db instead")
     verify.add_argument("--truth-db", help="the database holding the truth, row for row")
@@ -185,20 +243,20 @@ def _add_deadletters(subcommands: Any) -> None:
     deadletters.set_defaults(handler=commands.deadletters)
     actions = deadletters.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="the oldest dead letters, one a line")
-    listing.add_argument("--limit", type=int, default=DEFAULT_LIST_LIMIT, help="how many")
+    listing.add_argument("--limit", type=_positive, default=DEFAULT_LIST_LIMIT, help="how many")
     show = actions.add_parser("show", help="one dead letter in full")
-    show.add_argument("id", help="its stream id (see list)")
+    show.add_argument("id", type=_stream_id, help="its stream id (see list)")
     export = actions.add_parser("export", help="every dead letter as JSON lines (base64 bytes)")
     export.add_argument("--output", default="-", metavar="FILE", help="file (default: stdout)")
     replay = actions.add_parser(
         "replay", help="decode a dead letter again (fixed from files) and stage its rows"
     )
-    replay.add_argument("id", help="its stream id (see list)")
+    replay.add_argument("id", type=_stream_id, help="its stream id (see list)")
     replay.add_argument("--key", metavar="FILE", help="the fixed Kafka key")
     replay.add_argument("--value", metavar="FILE", help="the fixed Kafka value")
     replay.add_argument("--keep", action="store_true", help="keep the dead letter once staged")
     purge = actions.add_parser("purge", help="delete dead letters (all, after confirmation)")
-    purge.add_argument("ids", nargs="*", metavar="ID", help="only these")
+    purge.add_argument("ids", nargs="*", metavar="ID", type=_stream_id, help="only these")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for action in actions.choices.values():
         action.add_argument(
@@ -234,6 +292,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ticdc-sink {args.command}: interrupted", file=sys.stderr)
         return EXIT_SIGNALLED + signal.SIGINT
+    except BrokenPipeError:
+        return _reader_gone()
+    except EOFError:
+        print(
+            f"ticdc-sink {args.command}: no answer at the prompt (end of input): nothing changed",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    except Exception as exc:
+        return _failed(args, exc)
+
+
+def _failed(args: argparse.Namespace, error: Exception) -> int:
+    """One line for an error no handler of the command explained: a file the operator named, a
+    service that is down or refuses the settings, else a bug (its traceback kept in a file)."""
+    from ticdc_sink.failures import bug_report, service_failure
+
+    if isinstance(error, OSError) and error.filename is not None:
+        print(f"ticdc-sink {args.command}: {error.filename}: {error.strerror}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    settings = getattr(args, "settings", None)
+    found = service_failure(settings, error) if settings is not None else None
+    if found is not None:
+        print(f"ticdc-sink {args.command}: {found.text}", file=sys.stderr)
+        return found.code
+    log.debug("unexpected error", exc_info=error)
+    print(f"ticdc-sink {args.command}: {bug_report(error)}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``decode ... | head``): stop quietly as Unix tools do,
+    with no second error when Python flushes stdout at exit."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a file (captured in a test): nothing is flushed to a pipe at exit
+    return EXIT_SIGNALLED + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -4,12 +4,19 @@ work itself is in the command's own module; ``cli.py`` parses and dispatches).""
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
+from config.choices import LogLevel
 from config.errors import ConfigError
 from config.logs import configure_logging
 from config.settings import Settings, load_settings
 from ticdc_sink.exit_codes import EXIT_FAILURE
+
+# The long-running processes: they wait for a service rather than stop at once.
+SERVICE_COMMANDS = frozenset({"worker", "apply"})
+# Where `produce` writes the expected state and `verify` reads it unless told otherwise.
+DEFAULT_EXPECTED = ".ticdc-sink/expected.json"
 
 
 def checked_settings(
@@ -18,6 +25,14 @@ def checked_settings(
     """The settings, once the services a command needs took their TLS and credentials: a
     misconfiguration stops the command with one line naming the setting."""
     settings = settings_from(args)
+    if args.command not in SERVICE_COMMANDS:
+        # A one-shot command does not wait for a service as the worker and the sink do.
+        from ticdc_sink.failures import check_reachable
+
+        check_reachable(settings, kafka=kafka, redis=redis, downstream=downstream)
+        if kafka and settings.logging.level is not LogLevel.DEBUG:
+            # The command's own line says what failed; aiokafka's would say it once more.
+            logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     if kafka:
         import asyncio
 
@@ -90,7 +105,7 @@ def status(args: argparse.Namespace) -> int:
 def deadletters(args: argparse.Namespace) -> int:
     from ticdc_sink import deadletters_command as command
 
-    settings = settings_from(args)
+    settings = checked_settings(args, redis=True)
     if args.action == "list":
         return command.run_list(settings, args.limit)
     if args.action == "show":
@@ -117,7 +132,7 @@ def apply(args: argparse.Namespace) -> int:
 def skip_ddl(args: argparse.Namespace) -> int:
     from spark_sink.ddl.skip import request_skip_ddl
 
-    print(request_skip_ddl(settings_from(args), args.ts))
+    print(request_skip_ddl(checked_settings(args, downstream=True), args.ts))
     return 0
 
 
@@ -133,8 +148,9 @@ def recover(args: argparse.Namespace) -> int:
 
 def produce(args: argparse.Namespace) -> int:
 
-    from ticdc_sink.produce import run_produce
+    from ticdc_sink.produce import check_expected_path, run_produce
 
+    check_expected_path(Path(args.expected), Path(DEFAULT_EXPECTED))
     settings = checked_settings(args, kafka=True)
     topic = args.topic or (settings.kafka.topics[0] if settings.kafka.topics else None)
     if topic is None:
@@ -160,8 +176,17 @@ def verify(args: argparse.Namespace) -> int:
     from ticdc_sink.verify import verify
 
     if args.db or args.truth_db:
+        if args.expected is not None:
+            raise ConfigError(
+                "--expected compares with a state file, --db/--truth-db with a database: "
+                "give one or the other"
+            )
         return verify_against_truth(args)
-    ok, report = verify(checked_settings(args, downstream=True), Path(args.expected))
+    if args.workload:
+        raise ConfigError("--workload runs into --truth-db: give --db and --truth-db with it")
+    ok, report = verify(
+        checked_settings(args, downstream=True), Path(args.expected or DEFAULT_EXPECTED)
+    )
     print("\n".join(report))
     print("verify: match" if ok else "verify: MISMATCH")
     return 0 if ok else EXIT_FAILURE
@@ -187,4 +212,6 @@ def settings_from(args: argparse.Namespace) -> Settings:
     then on is in their level and format, each record naming the pipeline."""
     settings = load_settings(args.config)
     configure_logging(settings.logging.level, settings.logging.format, settings.group)
+    # Kept with the arguments: an error the command does not handle is explained with them.
+    args.settings = settings
     return settings

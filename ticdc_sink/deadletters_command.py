@@ -1,6 +1,8 @@
-"""`ticdc-sink deadletters list|show|export|replay|purge`: the dead-letter stream by hand.
+"""`ticdc-sink deadletters list|show|export|replay|purge`: the dead-letter stream by hand, both
+kinds of letter (``core/staging/dead_letters.py``).
 
-A replay decodes the message (as it was, or a fixed key or value from a file) with the
+A row letter's replay writes the row downstream (``row_replay.py``). A message letter's replay
+decodes the message (as it was, or a fixed key or value from a file) with the
 pipeline's codec and stages its rows at their place in commit order; the sink applies them on
 its next round. That is only sound while the downstream checkpoint is below the message's
 commit ts and no sink runs (it could move past them while they are staged), which it checks.
@@ -18,7 +20,7 @@ from config.errors import ConfigError, DecodeError, NotYetDecodableError, Replay
 from config.settings import Settings
 from core.model import DDLEvent, RowChange
 from core.redis_client import redis_client
-from core.staging import DeadLetter, DeadLetters, Staging
+from core.staging import DeadLetter, DeadLetters, MessageLetter, RowLetter, Staging
 from core.tso import describe_tso
 from streams.codecs import codec_for
 from streams.large_messages import LargeMessages
@@ -49,10 +51,7 @@ def run_list(settings: Settings, limit: int) -> int:
     print(f"pipeline {settings.group}: {store.count()} dead letters")
     for letter in letters:
         error = letter.error[:LIST_ERROR_CHARS]
-        print(
-            f"{letter.id:20} {letter.time}  {letter.tp.field}@{letter.offset}  "
-            f"{len(letter.value)} B  {error}",
-        )
+        print(f"{letter.id:20} {letter.time}  {letter.kind:7}  {letter.where}  {error}")
     return 0
 
 
@@ -60,6 +59,16 @@ def run_show(settings: Settings, entry: str) -> int:
     _, store = _store(settings)
     letter = _letter(store, entry, settings.group)
     print(f"id         {letter.id} (dead-lettered {letter.time})")
+    print(f"kind       {letter.kind}")
+    if isinstance(letter, RowLetter):
+        print(f"table      {letter.table} (downstream {letter.target or 'not recorded'})")
+        print(f"key        {letter.key}")
+        print(f"column     {letter.column or 'unknown'}")
+        print(f"commit ts  {letter.commit_ts}")
+        print(f"error      {letter.error}")
+        print(f"row        {letter.row}")
+        print(f"before     {letter.before if letter.before is not None else 'not recorded'}")
+        return 0
     print(f"message    {letter.tp.field} offset {letter.offset}")
     print(f"error      {letter.error}")
     for name, data in (("key", letter.key), ("value", letter.value)):
@@ -98,9 +107,33 @@ def run_replay(
     value_file: str | None,
     keep: bool,
 ) -> int:
-    """Decode a dead letter (fixed from files, if given) and stage its rows; then drop it."""
+    """A message letter: decode it (fixed from files, if given) and stage its rows. A row
+    letter: write its row downstream. Then drop it, unless ``keep``."""
     staging, store = _store(settings)
     letter = _letter(store, entry, settings.group)
+    if isinstance(letter, RowLetter):
+        if key_file or value_file:
+            raise ConfigError(f"dead letter {entry} is a row: --key and --value fix messages")
+        from ticdc_sink.row_replay import replay_row
+
+        done = replay_row(settings, letter)
+        if not keep:
+            store.delete([entry])
+        print(done + ("" if keep else f"; dead letter {entry} removed"))
+        return 0
+    return _replay_message(settings, staging, store, letter, key_file, value_file, keep)
+
+
+def _replay_message(
+    settings: Settings,
+    staging: Staging,
+    store: DeadLetters,
+    letter: MessageLetter,
+    key_file: str | None,
+    value_file: str | None,
+    keep: bool,
+) -> int:
+    entry = letter.id
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
     codec = codec_for(settings.kafka.protocol, RedisSchemaStore(staging.schemas()))

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from config.errors import ConfigError
 from config.settings import Protocol, Settings
 from core.kafka_client import kafka_options
 from core.model import ColumnType, MySQLType, Resolved, RowChange, Value
@@ -125,7 +126,11 @@ async def send(
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
+        (described,) = await admin.describe_topics([topic])
+        if described["error_code"]:
+            await admin.create_topics([NewTopic(topic, partitions, 1)])
+        else:
+            _check_partitions(topic, len(described["partitions"]), partitions)
     except TopicAlreadyExistsError:
         pass
     finally:
@@ -138,6 +143,23 @@ async def send(
         await producer.flush()
     finally:
         await producer.stop()
+
+
+def _check_partitions(topic: str, has: int, asked: int) -> None:
+    """Refuse a stream for another partition count than the topic's: rows sent past its last
+    partition fail, and a partition left without resolved events holds the pipeline back."""
+    if has != asked:
+        raise ConfigError(
+            f"--partitions {asked}: topic {topic!r} already has {has} partitions; "
+            f"give --partitions {has}, or another topic"
+        )
+
+
+def check_expected_path(expected: Path, default: Path) -> None:
+    """Refuse a state file in a directory that does not exist (a mistyped path), but for the
+    default one, which ``produce`` creates."""
+    if expected != default and not expected.parent.is_dir():
+        raise ConfigError(f"--expected {expected}: no directory {expected.parent}")
 
 
 def run_produce(

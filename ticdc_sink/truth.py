@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from config.errors import NothingToCompareError
 from config.settings import Settings
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import Server, quote, server_dialect
@@ -178,8 +179,28 @@ def compare_databases(
     replica: str,
     ignore_columns: Mapping[str, set[str]] | None = None,
 ) -> list[str]:
-    """Differences between every table of database ``truth`` and of ``replica`` (empty: equal)."""
-    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        return differences(
-            read_tables(cursor, truth, ignore_columns), read_tables(cursor, replica, ignore_columns)
+    """Differences between every table of database ``truth`` and of ``replica`` (empty: equal).
+    Raises :class:`NothingToCompareError` when the comparison could not fail: the two are one
+    database, one is missing, or the truth holds no table."""
+    if truth == replica:
+        raise NothingToCompareError(
+            f"--db and --truth-db both name {truth!r}: a database always matches itself"
         )
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        missing = [name for name in (replica, truth) if not _exists(cursor, name)]
+        if missing:
+            raise NothingToCompareError(
+                f"no database {', '.join(map(repr, missing))} on the downstream "
+                f"{settings.downstream.url} (TICDC_SINK_DOWNSTREAM)"
+            )
+        expected = read_tables(cursor, truth, ignore_columns)
+        if not expected:
+            raise NothingToCompareError(
+                f"the truth database {truth!r} holds no table: nothing to compare the replica with"
+            )
+        return differences(expected, read_tables(cursor, replica, ignore_columns))
+
+
+def _exists(cursor: Any, database: str) -> bool:
+    cursor.execute("SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s", (database,))
+    return cursor.fetchone() is not None

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from config.errors import NothingToCompareError
 from config.settings import Settings
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import quote
@@ -49,6 +50,8 @@ def checksum(rows: list[tuple[str | None, ...]]) -> str:
 def verify(settings: Settings, expected_path: Path) -> tuple[bool, list[str]]:
     """(match, report lines): row count and checksum per table, and the first differences."""
     expected = orjson.loads(expected_path.read_bytes())
+    if not expected:
+        raise NothingToCompareError(f"{expected_path} expects no table: nothing to compare")
     report = []
     ok = True
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:

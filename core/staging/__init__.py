@@ -15,7 +15,13 @@ docs/architecture.md ("The Redis contract") lists every key with its writers and
 """
 
 from core.staging.area import Staging
-from core.staging.dead_letters import DeadLetter, DeadLetters
+from core.staging.dead_letters import (
+    DeadLetter,
+    DeadLetters,
+    LetterKind,
+    MessageLetter,
+    RowLetter,
+)
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, frame_packed
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import LAYOUT_VERSION, row_member, ts_hex
@@ -32,8 +38,11 @@ __all__ = [
     "FramedMessage",
     "HeldMessage",
     "Keys",
+    "LetterKind",
+    "MessageLetter",
     "PartitionProgress",
     "ReleaseSource",
+    "RowLetter",
     "StagedMessage",
     "StagerStore",
     "Staging",

@@ -1,13 +1,23 @@
-"""The dead-letter stream of a pipeline: messages that did not decode, kept in Redis with their
-topic, partition, offset, key, value and the error, the oldest trimmed past a cap."""
+"""The dead-letter stream of a pipeline: one stream, two kinds of letter, the oldest trimmed
+past a cap.
+
+- ``message``: a Kafka message the worker could not decode, with its topic, partition, offset,
+  key, value and the error;
+- ``row``: a row the downstream refused (``TICDC_SINK_ON_ROW_ERROR=deadletter``), written by the
+  sink with its table, key, column, commit ts, error and the row, and what the downstream held
+  for that key when it refused it (``before``: a row letter is written downstream by hand only
+  while that is still so).
+"""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+import orjson
 import redis
 
 from core.resp import CommandBatch
@@ -15,8 +25,20 @@ from core.staging.keys import TopicPartition
 from core.tso import utc_millis_time
 
 
+class LetterKind(StrEnum):
+    """What a dead letter holds (its ``kind`` field)."""
+
+    MESSAGE = "message"
+    ROW = "row"
+
+
+def _time(entry: str) -> str:
+    """When an entry was dead-lettered (a stream id starts with Redis's clock in ms)."""
+    return utc_millis_time(int(entry.split("-")[0]))
+
+
 @dataclass(frozen=True, slots=True)
-class DeadLetter:
+class MessageLetter:
     """One dead-lettered Kafka message."""
 
     id: str
@@ -25,16 +47,22 @@ class DeadLetter:
     key: bytes
     value: bytes
     error: str
+    kind = LetterKind.MESSAGE
 
     @property
     def time(self) -> str:
-        """When it was dead-lettered (a stream id starts with Redis's clock in ms)."""
-        return utc_millis_time(int(self.id.split("-")[0]))
+        return _time(self.id)
+
+    @property
+    def where(self) -> str:
+        """What it is, in a listing's few characters."""
+        return f"{self.tp.field}@{self.offset} {len(self.value)} B"
 
     def document(self) -> dict[str, Any]:
         """As JSON: key and value in base64 (they are whatever bytes did not decode)."""
         return {
             "id": self.id,
+            "kind": self.kind.value,
             "time": self.time,
             "topic": self.tp.topic,
             "partition": self.tp.partition,
@@ -43,6 +71,59 @@ class DeadLetter:
             "key": base64.b64encode(self.key).decode(),
             "value": base64.b64encode(self.value).decode(),
         }
+
+
+# The fields of a row letter whose text is JSON (the rest is text as it is).
+_ROW_JSON = ("key", "row", "before")
+
+
+@dataclass(frozen=True, slots=True)
+class RowLetter:
+    """One row the downstream refused. ``key`` and ``row`` are JSON text as the sink wrote them
+    (bytes as ``{"hex": ...}``); ``target`` is the downstream table, quoted; ``before`` the
+    downstream's row for the key when it refused this one (JSON text, ``null``: none), None
+    when not recorded (a table without a key)."""
+
+    id: str
+    table: str
+    key: str
+    column: str
+    commit_ts: int
+    error: str
+    row: str
+    target: str
+    before: str | None
+    kind = LetterKind.ROW
+
+    @property
+    def time(self) -> str:
+        return _time(self.id)
+
+    @property
+    def where(self) -> str:
+        return f"{self.table} {self.key} @{self.commit_ts}"
+
+    def document(self) -> dict[str, Any]:
+        """As JSON, the key, row and prior row as the objects they are."""
+        document: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind.value,
+            "time": self.time,
+            "table": self.table,
+            "target": self.target,
+            "column": self.column,
+            "commit_ts": self.commit_ts,
+            "error": self.error,
+        }
+        for name in _ROW_JSON:
+            text = getattr(self, name)
+            document[name] = None if text is None else orjson.loads(text)
+        if self.before is None:
+            del document["before"]
+        return document
+
+
+DeadLetter = MessageLetter | RowLetter
 
 
 class DeadLetters:
@@ -63,8 +144,9 @@ class DeadLetters:
     ) -> None:
         """Queue the message on ``commands`` (it goes with its batch's staging)."""
         commands.command(
-            "XADD", self.key, "*", "topic", tp.topic, "partition", tp.partition, "offset",
-            offset, "key", key or b"", "value", value or b"", "error", error,
+            "XADD", self.key, "*", "kind", LetterKind.MESSAGE.value, "topic", tp.topic,
+            "partition", tp.partition, "offset", offset, "key", key or b"", "value", value or b"",
+            "error", error,
         )  # fmt: skip
 
     def add_entries(self, entries: Sequence[dict[str, str]], max_entries: int) -> int:
@@ -107,11 +189,29 @@ class DeadLetters:
 
 def _letter(entry: bytes | str, fields: dict[bytes, bytes]) -> DeadLetter:
     name = entry.decode() if isinstance(entry, bytes) else entry
-    return DeadLetter(
+    kind = fields.get(b"kind", b"message" if b"topic" in fields else b"row").decode()
+
+    def text(field: str) -> str:
+        return fields.get(field.encode(), b"").decode(errors="replace")
+
+    if kind == LetterKind.ROW:
+        before = fields.get(b"before")
+        return RowLetter(
+            name,
+            text("table"),
+            text("key"),
+            text("column"),
+            int(fields.get(b"commit_ts", b"0")),
+            text("error"),
+            text("row"),
+            text("target"),
+            None if before is None else before.decode(),
+        )
+    return MessageLetter(
         name,
-        TopicPartition(fields[b"topic"].decode(), int(fields[b"partition"])),
+        TopicPartition(text("topic"), int(fields[b"partition"])),
         int(fields[b"offset"]),
         fields.get(b"key", b""),
         fields.get(b"value", b""),
-        fields.get(b"error", b"").decode(errors="replace"),
+        text("error"),
     )

@@ -19,5 +19,7 @@ RESOLVE_IDLE = _load("resolve_idle.lua")
 HOLD_TS = _load("hold_ts.lua")
 # Deletes one page of a partition's rows below a bound and takes them off the staged totals.
 TRIM = _load("trim.lua")
+# Adds a message's row members outside the stage script, counting only those new.
+STAGE_MEMBERS = _load("stage_members.lua")
 # Counts the rows of one page of a partition's row members.
 COUNT_ROWS = _load("count_rows.lua")

@@ -23,7 +23,7 @@ from core.staging import scripts
 from core.staging.dead_letters import DeadLetters
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
 from core.staging.keys import Keys, TopicPartition
-from core.staging.layout import LAYOUT_VERSION, as_bytes, row_members, ts_hex
+from core.staging.layout import LAYOUT_VERSION, as_bytes, member_row_count, row_members, ts_hex
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,7 @@ class StagingWriter:
         self.keys = keys
         self.dead_letters = DeadLetters(client, keys.dead_letters)
         self._resolve_idle = client.register_script(scripts.RESOLVE_IDLE)
+        self._stage_members = client.register_script(scripts.STAGE_MEMBERS)
 
     @property
     def pipeline(self) -> str:
@@ -218,24 +219,28 @@ class StagingWriter:
 
     def stage_late(self, tp: TopicPartition, offset: int, rows: Sequence[RowChange]) -> int:
         """Stage the rows of a message behind its partition's staged offset (a dead letter
-        replayed once fixed); returns how many. The sink releases them only while its
-        checkpoint is below their commit ts: the caller checks."""
+        replayed once fixed); returns how many were not staged already. The sink releases them
+        only while its checkpoint is below their commit ts: the caller checks."""
         pipe = self._client.pipeline()
-        staged = self._stage_rows(pipe, tp, offset, rows)
-        pipe.execute()
-        return staged
+        self._stage_rows(pipe, tp, offset, rows)
+        results = pipe.execute()
+        return int(results[-1]) if results else 0
 
     def _stage_rows(
         self, pipe: Any, tp: TopicPartition, offset: int, rows: Sequence[RowChange]
-    ) -> int:
-        packed = pack_rows(rows)
-        members = row_members(offset, packed)
+    ) -> None:
+        """Queue the rows' members on ``pipe``; the staged totals count only members not
+        staged already (its last reply: the rows added)."""
+        members = row_members(offset, pack_rows(rows))
         if members:
-            pipe.zadd(self.keys.rows(tp), dict.fromkeys(members, 0))
-            pipe.set(self.keys.layout, LAYOUT_VERSION)
-            pipe.hincrby(self.keys.staged, "rows", len(packed))
-            pipe.hincrby(self.keys.staged, "bytes", sum(map(len, members)))
-        return len(packed)
+            args: list[Arg] = [LAYOUT_VERSION]
+            for member in members:
+                args += [member, member_row_count(member)]
+            self._stage_members(
+                keys=[self.keys.rows(tp), self.keys.staged, self.keys.layout],
+                args=args,
+                client=pipe,
+            )
 
     def resolve_idle(self, tp: TopicPartition, staged_offset: int, watermark: int) -> bool:
         """Move ``tp``'s watermark to ``watermark`` as a resolved event at ``staged_offset``

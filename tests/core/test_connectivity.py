@@ -67,3 +67,14 @@ def test_redis_login_and_plaintext_problems_name_their_settings() -> None:
     assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
     assert "rediss://" in found
     assert redis_problem(settings, redis.ConnectionError("refused")) is None
+
+
+def test_tls_against_a_plaintext_port_names_the_setting() -> None:
+    ssl_kafka = load_settings(environ={"TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SSL"})
+    closed = kafka_problem(ssl_kafka, KafkaConnectionError("Unable to bootstrap"))
+    assert closed is not None and closed.startswith("TICDC_SINK_KAFKA_SECURITY_PROTOCOL=SSL:")
+    assert "PLAINTEXT" in closed
+    tls_redis = load_settings(environ={"TICDC_SINK_REDIS_URL": "rediss://r:6379/0"})
+    found = redis_problem(tls_redis, redis.TimeoutError("Timeout connecting to server"))
+    assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
+    assert "redis://" in found

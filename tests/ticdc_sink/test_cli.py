@@ -74,7 +74,7 @@ def test_a_bad_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "ticdc-sink produce: argument --partitions: invalid int value: 'many'" in err
+    assert "ticdc-sink produce: argument --partitions: 'many' is not a positive number" in err
 
 
 def test_a_bad_setting_is_one_line_naming_it_with_the_password_masked() -> None:

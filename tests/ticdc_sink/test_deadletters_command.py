@@ -153,3 +153,69 @@ def test_a_replay_still_waiting_for_its_schema_is_refused_in_one_line(
     assert err.count("\n") == 1
     assert "still does not decode" in err and "no table schema yet for shop.orders" in err
     assert pipeline.dead_letters.count() == 1
+
+
+def _row_letter(pipeline: Staging, cursor: Any, target: str, row: dict[str, Any]) -> str:
+    """Dead-letter ``row`` of ``target`` as the sink does when the downstream refuses it."""
+    from spark_sink.refused import RefusedRow, downstream_image
+
+    key = {"id": row["id"]}
+    before = downstream_image(cursor, target, key)
+    refused = RefusedRow("shop", "t", key, "flag", TS, "4025 failed", row, target, before)
+    pipeline.dead_letters.add_entries([refused.dead_letter()], 100)
+    return pipeline.dead_letters.entries()[-1].id
+
+
+def test_both_kinds_list_show_and_export_whole(
+    pipeline: Staging,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scratch_db: str,
+    mariadb_connect: Any,
+) -> None:
+    message = _dead_letter(pipeline, tmp_path)
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{scratch_db}`.t (id INT PRIMARY KEY, flag TINYINT)")
+        row = _row_letter(pipeline, cursor, f"`{scratch_db}`.`t`", {"id": 7, "flag": 99})
+    assert main(["deadletters", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 dead letters" in lines[0]
+    assert lines[1].startswith(message) and " message  orders:1@5 " in lines[1]
+    assert lines[2].startswith(row) and f' row      shop.t {{"id":7}} @{TS}' in lines[2]
+    assert main(["deadletters", "show", row]) == 0
+    shown = capsys.readouterr().out
+    assert "kind       row" in shown and 'row        {"id":7,"flag":99}' in shown
+    assert "before     null" in shown and "error      4025 failed" in shown
+    assert main(["deadletters", "export"]) == 0
+    first, second = map(orjson.loads, capsys.readouterr().out.splitlines())
+    assert (first["kind"], first["offset"]) == ("message", 5)
+    assert (second["kind"], second["row"], second["before"]) == ("row", {"id": 7, "flag": 99}, None)
+
+
+def test_a_row_letter_is_written_downstream_once_and_never_over_a_later_change(
+    pipeline: Staging, capsys: pytest.CaptureFixture[str], scratch_db: str, mariadb_connect: Any
+) -> None:
+    target = f"`{scratch_db}`.`t`"
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE {target} (id INT PRIMARY KEY, flag TINYINT, b BLOB)")
+        cursor.execute(f"INSERT INTO {target} VALUES (8, 1, NULL)")
+        conn.commit()
+        written = _row_letter(pipeline, cursor, target, {"id": 7, "flag": 99, "b": b"\x00\xff"})
+        updated = _row_letter(pipeline, cursor, target, {"id": 8, "flag": 2, "b": None})
+        superseded = _row_letter(pipeline, cursor, target, {"id": 9, "flag": 3, "b": None})
+        # A later change of key 9 applied after its row was refused.
+        cursor.execute(f"INSERT INTO {target} VALUES (9, 4, NULL)")
+        conn.commit()
+    assert main(["deadletters", "replay", written, "--keep"]) == 0
+    assert capsys.readouterr().out.startswith('wrote the row of shop.t key {"id":7}')
+    assert main(["deadletters", "replay", updated]) == 0
+    assert capsys.readouterr().out.endswith(f"dead letter {updated} removed\n")
+    # Again, the row it wrote is there now: written twice, it could undo a later change.
+    assert main(["deadletters", "replay", written]) == 1
+    assert "changed since the row was refused" in capsys.readouterr().err
+    assert main(["deadletters", "replay", superseded]) == 1
+    assert "changed since the row was refused" in capsys.readouterr().err
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT id, flag, b FROM {target} ORDER BY id")
+        assert cursor.fetchall() == ((7, 99, b"\x00\xff"), (8, 2, None), (9, 4, None))
+    assert {e.id for e in pipeline.dead_letters.entries()} == {written, superseded}

@@ -61,3 +61,61 @@ def test_a_workload_compares_equal_to_itself_and_a_difference_shows(
     report = compare_databases(settings, truth, replica)
     assert report[0] == "t: truth 3 rows, replica 2: 1 missing, 0 unexpected"
     assert main(["verify", "--db", replica, "--truth-db", truth]) == 1
+
+
+def test_the_same_database_twice_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["verify", "--db", "shop", "--truth-db", "shop"]) == 1
+    assert capsys.readouterr().err == (
+        "ticdc-sink verify: --db and --truth-db both name 'shop': a database always matches"
+        " itself\n"
+    )
+
+
+def test_missing_databases_are_an_error_not_a_match(
+    unique: str, capsys: pytest.CaptureFixture[str], mariadb_connect: Any
+) -> None:
+    assert main(["verify", "--db", f"{unique}_r", "--truth-db", f"{unique}_t"]) == 1
+    captured = capsys.readouterr()
+    assert "match" not in captured.out
+    assert captured.err.startswith(f"ticdc-sink verify: no database '{unique}_r', '{unique}_t' ")
+
+
+def test_a_truth_without_tables_is_an_error_not_a_match(
+    two_databases: tuple[str, str], capsys: pytest.CaptureFixture[str], mariadb_connect: Any
+) -> None:
+    replica, truth = two_databases
+    with mariadb_connect() as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{replica}`")
+        cursor.execute(f"CREATE DATABASE `{truth}`")
+    assert main(["verify", "--db", replica, "--truth-db", truth]) == 1
+    assert capsys.readouterr().err == (
+        f"ticdc-sink verify: the truth database {truth!r} holds no table: nothing to compare"
+        " the replica with\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--db", "a", "--truth-db", "b", "--expected", "x.json"],
+        ["--expected", "x.json", "--workload", "w.jsonl"],
+    ],
+)
+def test_conflicting_options_are_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", *argv]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_an_expected_state_of_no_table_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    expected = tmp_path / "expected.json"
+    expected.write_bytes(b"{}")
+    assert main(["verify", "--expected", str(expected)]) == 1
+    assert capsys.readouterr().err == (
+        f"ticdc-sink verify: {expected} expects no table: nothing to compare\n"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
@@ -49,3 +50,27 @@ def test_entries_read_back_whole_and_go_one_by_one_or_all(staging: Staging) -> N
     assert store.get(first.id) is None
     assert store.purge() == 1
     assert store.count() == 0
+
+
+def test_both_kinds_read_back_from_one_stream(staging: Staging, redis_client: Any) -> None:
+    from core.staging import LetterKind, MessageLetter, RowLetter
+
+    store = staging.dead_letters
+    stager = MessageStager(staging, codec_for("open"), OnError.DEADLETTER)
+    stage_batch(stager, [(TP, 7, b"k", b"junk")])
+    row = {"kind": "row", "table": "shop.t", "key": '{"id":1}', "column": "f", "commit_ts": "42"}
+    row |= {"error": "1264 Out of range", "row": '{"id":1,"f":1e39}', "target": "`shop`.`t`"}
+    store.add_entries([row, {**row, "before": "null"}], 10)
+    # A message letter of an earlier version, without its kind.
+    redis_client.xadd(store.key, {"topic": "topic", "partition": 0, "offset": 9, "error": "e"})
+    message, unrecorded, recorded, legacy = store.entries()
+    assert isinstance(message, MessageLetter) and message.kind is LetterKind.MESSAGE
+    assert isinstance(legacy, MessageLetter) and legacy.offset == 9
+    assert isinstance(unrecorded, RowLetter) and unrecorded.kind is LetterKind.ROW
+    assert (unrecorded.table, unrecorded.commit_ts, unrecorded.before) == ("shop.t", 42, None)
+    assert isinstance(recorded, RowLetter) and recorded.before == "null"
+    document = recorded.document()
+    assert document["kind"] == "row" and document["row"] == {"id": 1, "f": 1e39}
+    assert document["key"] == {"id": 1} and document["before"] is None
+    assert "before" not in unrecorded.document()
+    assert message.document()["kind"] == "message"

@@ -18,6 +18,7 @@ def test_the_scripts_are_package_files_without_their_comments() -> None:
         ("resolve_idle.lua", scripts.RESOLVE_IDLE),
         ("hold_ts.lua", scripts.HOLD_TS),
         ("trim.lua", scripts.TRIM),
+        ("stage_members.lua", scripts.STAGE_MEMBERS),
     ]:
         shipped = (files("core.staging") / name).read_text()
         assert "redis.call" in text
@@ -28,5 +29,5 @@ def test_every_script_is_in_the_package_data() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = project["tool"]["setuptools"]["package-data"]["core"]
     lua = sorted(p.relative_to(ROOT / "core").as_posix() for p in ROOT.glob("core/**/*.lua"))
-    assert len(lua) == 5
+    assert len(lua) == 6
     assert all(any(fnmatch.fnmatch(name, glob) for glob in globs) for name in lua)

@@ -82,6 +82,20 @@ def test_a_batch_past_one_zadds_bounds_goes_in_several(
     assert list(staging.release(0, BIG_TS + 20)) == rows
 
 
+def test_a_late_message_staged_twice_counts_its_rows_once(
+    redis_client: redis.Redis, staging: Staging
+) -> None:
+    # A dead letter replayed with --keep, then again: the second adds no member, and the totals
+    # the worker's backpressure reads must not keep rows that trim will never take off.
+    rows = [row(BIG_TS + 1, n) for n in range(16)]
+    assert staging.stage_late(P1, 9, rows) == 16
+    totals = staging.staged_totals()
+    assert staging.stage_late(P1, 9, rows) == 0
+    assert staging.staged_totals() == totals == (16, totals[1])
+    staging.trim(BIG_TS + 1)
+    assert staging.staged_totals() == (0, 0)
+
+
 def test_a_message_stages_a_member_per_run_of_rows_at_one_commit_ts(
     redis_client: redis.Redis, staging: Staging
 ) -> None:
