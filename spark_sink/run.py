@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 
@@ -18,6 +19,7 @@ from core.outage import RETRY_FIRST_S, Outage, next_delay
 from core.redis_client import REDIS_TRANSIENT, redis_client
 from core.staging import Staging
 from core.startup import wait_for, wait_for_redis
+from core.version import installed_version
 from spark_sink.db.connection import connect
 from spark_sink.db.retries import DOWNSTREAM_OUTAGE
 from spark_sink.leader import LeaderLock
@@ -38,6 +40,18 @@ def run_sink(settings: Settings, once: bool = False) -> int:
 
     SIGTERM or SIGINT lets the batch in progress finish, releases the lease (a standby takes
     over at once rather than after the lease's term) and returns 0."""
+    log.info(
+        "ticdc-sink %s: the sink of pipeline %s starting (pid %d)",
+        installed_version(),
+        settings.group,
+        os.getpid(),
+    )
+    code = _run_sink(settings, once)
+    log.info("the sink of pipeline %s stopped (exit %d)", settings.group, code)
+    return code
+
+
+def _run_sink(settings: Settings, once: bool) -> int:
     # Waited for under the command line's own handlers: a signal then ends the start (exit 0).
     wait_for_redis(settings)
     _wait_for_downstream(settings)
@@ -52,9 +66,18 @@ def run_sink(settings: Settings, once: bool = False) -> int:
     spark = SparkStart(sink_spark(settings))
     target = Target(settings, spark, Router(settings.sink.routes, settings.sink.skip_tables))
     redis_outage = Outage("Redis", log)
+    standing_by = False
     while not stop.is_set() and not _acquire(lock, redis_outage):
-        if not redis_outage.ongoing:
+        if once:
+            log.warning(
+                "another sink leads pipeline %s: --once applies nothing while it does",
+                settings.group,
+            )
+            return 1
+        if not standing_by and not redis_outage.ongoing:
+            # Said once: a standby polls the lease three times a term, for as long as it waits.
             log.info("another sink leads pipeline %s; standing by", settings.group)
+            standing_by = True
         stop.wait(lock.lease_ms / 3000)
     if stop.is_set():
         log.info("stopped before leading pipeline %s", settings.group)

@@ -1,3 +1,5 @@
 """The application shell: the ``ticdc-sink`` command and the local services it starts."""
 
-__version__ = "0.1.0"
+from core.version import installed_version
+
+__version__ = installed_version()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 
 import redis
 from aiokafka.errors import KafkaError
@@ -20,6 +21,7 @@ from core.metrics import serve_metrics
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.startup import wait_for_kafka, wait_for_redis
+from core.version import installed_version
 from streams.worker.topics import record_partition_counts
 
 log = logging.getLogger("ticdc_sink.worker")
@@ -27,6 +29,20 @@ log = logging.getLogger("ticdc_sink.worker")
 
 def run_worker(settings: Settings) -> int:
     """Run a worker until it is stopped (SIGTERM/SIGINT)."""
+    log.info(
+        "ticdc-sink %s: a worker of pipeline %s starting on %s (pid %d)",
+        installed_version(),
+        settings.group,
+        ", ".join(settings.kafka.topics) or "no topics",
+        os.getpid(),
+    )
+    try:
+        return _run_worker(settings)
+    finally:
+        log.info("the worker of pipeline %s stopped", settings.group)
+
+
+def _run_worker(settings: Settings) -> int:
     _use_event_loop(settings.worker.event_loop)
     # Faust, and the app built on it, only once the event loop is chosen.
     from faust.worker import Worker

@@ -93,6 +93,8 @@ class MessageStager:
         self._last_staged: dict[TopicPartition, int] = {}
         # The highest DDL commit ts staged (sent) per partition; rows are read back from Redis.
         self.ddl_ts: dict[TopicPartition, int] = {}
+        # The highest resolved ts staged per partition, as the partition watermark gauge shows.
+        self._marks: dict[TopicPartition, int] = {}
         # The watermark this worker moved each quiet partition to (TICDC_SINK_RESOLVE_WHEN_IDLE):
         # a change that arrives at or below it breaks that rule's assumption, and is logged.
         self.idle_marks: dict[TopicPartition, int] = {}
@@ -281,6 +283,10 @@ class MessageStager:
                 self.ddl_ts[tp] = max(change.ddl_ts, self.ddl_ts.get(tp, change.ddl_ts))
             if change.marks:
                 self._marks_decoded.inc(len(change.marks))
+                # The staged watermark only moves forward: an older resolved event (a replay,
+                # a slow partition of TiCDC's) leaves it, and the gauge, where they were.
+                mark = max(max(change.marks), self._marks.get(tp, 0))
+                self._marks[tp] = mark
                 PARTITION_WATERMARK.labels(self.store.pipeline, tp.topic, str(tp.partition)).set(
-                    tso_seconds(max(change.marks))
+                    tso_seconds(mark)
                 )

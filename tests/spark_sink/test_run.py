@@ -140,3 +140,38 @@ def test_a_sink_whose_batches_need_no_spark_never_starts_it(
     assert run_sink(pipeline, once=True) == 0
     assert applied(pipeline, scratch_db) == 3
     assert not asked, "the sink started Spark for batches that did not need it"
+
+
+@pytest.mark.usefixtures("own_signal_handlers")
+def test_a_standby_says_so_once_and_with_once_leaves_at_once(
+    pipeline: Settings,
+    staging: Staging,
+    redis_client: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """While another sink leads: ``apply --once`` exits 1 at once (it would apply nothing);
+    ``apply`` stands by and says so once, not at every look at the lease."""
+    leader = LeaderLock(redis_client, staging.keys)
+    assert leader.acquire()
+    try:
+        with caplog.at_level(logging.INFO, SINK_LOG.name):
+            started = time.monotonic()
+            assert run_sink(pipeline, once=True) == 1
+            assert time.monotonic() - started < 10
+        assert "--once applies nothing while it does" in caplog.text
+        caplog.clear()
+        # Look at the lease every 50 ms, and stop after a second of standing by.
+        monkeypatch.setattr(
+            "spark_sink.run.LeaderLock", lambda client, keys: LeaderLock(client, keys, 150)
+        )
+        timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
+        timer.start()
+        with caplog.at_level(logging.INFO, SINK_LOG.name):
+            assert run_sink(pipeline) == 0
+        timer.join()
+        assert caplog.text.count("standing by") == 1, caplog.text
+        assert "the sink of pipeline" in caplog.text and "starting (pid" in caplog.text
+        assert f"the sink of pipeline {pipeline.group} stopped (exit 0)" in caplog.text
+    finally:
+        leader.release()

@@ -75,6 +75,9 @@ async def test_a_worker_stops_on_a_signal_and_logs_progress_with_utc_times(
     # Faust's records and ours alike: one form (no Faust banner, no colour codes).
     assert all(TEXT_LINE.match(line) for line in lines), text
     assert f"[{unique}] ticdc_sink.worker: staged 0 rows in " in text
+    # One line at start (what, which pipeline, which version) and one at stop.
+    assert re.search(rf"ticdc-sink \S+: a worker of pipeline {unique} starting on ", text), text
+    assert f"the worker of pipeline {unique} stopped" in text
 
 
 # SIGINT too: PySpark's context installs a SIGINT handler of its own that the sink takes back.

@@ -94,6 +94,14 @@ def test_metrics_count_decoded_staged_and_dead_lettered(staging: Staging) -> Non
         "ticdc_sink_partition_watermark_timestamp_seconds", topic="topic", partition="0"
     )
     assert watermark == (TS + 10 >> 18) / 1000
+    # An older resolved event leaves the partition's watermark, and its gauge, where they were.
+    (older,) = codec_for("open").encode([Resolved(TS - (5_000 << 18))])
+    stage_batch(stager, [(TP, 10, older.key, older.value)])
+    assert staging.global_resolved_ts() == TS + 10
+    assert (
+        sample("ticdc_sink_partition_watermark_timestamp_seconds", topic="topic", partition="0")
+        == watermark
+    )
 
 
 @pytest.mark.integration
