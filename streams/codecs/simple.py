@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
-from config.errors import DecodeError, EncodeError, MissingSchemaError
+from config.errors import DecodeError, EncodeError, MissingSchemaError, shown
 from core.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
@@ -44,7 +44,7 @@ from streams.codecs.simple_schema import (
     schema_from_types,
     table_schema_json,
 )
-from streams.codecs.values import b64decode, b64encode, format_float
+from streams.codecs.values import b64decode, b64encode, checked_integer, format_float
 
 if TYPE_CHECKING:
     from ticdc_sink_native import SimpleDecoder
@@ -112,7 +112,9 @@ class SimpleCodec(Codec):
         except DecodeError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise DecodeError(self.protocol, f"bad message: {exc!r}", event_index=0) from None
+            raise DecodeError(
+                self.protocol, f"bad message: {type(exc).__name__}: {exc}", event_index=0
+            ) from None
 
     def _event(self, message: dict[str, Any]) -> Event:
         kind = message.get("type")
@@ -131,7 +133,7 @@ class SimpleCodec(Codec):
             return self._row(message, DML_TYPES[kind])
         if kind in DDL_TYPES:
             return self._ddl(message, kind)
-        raise DecodeError(self.protocol, f"unknown message type {kind!r}", where="type")
+        raise DecodeError(self.protocol, f"unknown message type {shown(kind)}", where="type")
 
     def _remember(self, table: TableSchema) -> TableSchema:
         self.schemas.put(table)
@@ -204,15 +206,17 @@ class SimpleCodec(Codec):
             if entry is None:
                 if layout:
                     raise DecodeError(
-                        self.protocol, f"column {name!r} is not in the table schema", where=side
+                        self.protocol,
+                        f"column {shown(name)} is not in the table schema",
+                        where=side,
                     )
                 entry = (_UNTYPED, _passthrough)
             kind, reader = entry
             try:
-                image[name] = None if value is None else reader(value)
+                image[name] = None if value is None else checked_integer(kind, reader(value))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(
-                    self.protocol, f"bad value {value!r}: {exc}", where=f"{side}.{name}"
+                    self.protocol, f"bad value {shown(value)}: {exc}", where=f"{side}.{name}"
                 ) from None
             columns[name] = kind
         return image
