@@ -581,7 +581,9 @@ fn cell_value(raw: &str, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
     if !raw.starts_with('"') {
         if FLOAT_TYPES.contains(&mysql_type) {
             if let Some(number) = number(raw) {
-                return Ok(Value::Float(number));
+                // orjson reads `-0` as the integer 0, which Python makes 0.0 (not -0.0).
+                let whole = !raw.contains(['.', 'e', 'E']);
+                return Ok(Value::Float(if whole { number + 0.0 } else { number }));
             }
         }
         return scalar(raw);

@@ -385,9 +385,16 @@ impl SimpleDecoder {
             else {
                 return Ok(None);
             };
-            let name = name.cast_into::<PyString>()?;
-            let mysql_type: u32 = kind.getattr("mysql_type")?.extract()?;
-            let flags: u32 = kind.getattr("flags")?.extract()?;
+            // A name that is not text is the Python codec's to judge.
+            let Ok(name) = name.cast_into::<PyString>() else {
+                return Ok(None);
+            };
+            let (Ok(mysql_type), Ok(flags)) = (
+                kind.getattr("mysql_type")?.extract::<u32>(),
+                kind.getattr("flags")?.extract::<u32>(),
+            ) else {
+                return Ok(None);
+            };
             let column = Column {
                 name: name.clone().unbind(),
                 kind: kind.unbind(),

@@ -332,7 +332,13 @@ def _cached_types(table: TableSchema) -> dict[str, ColumnType]:
 
 
 def _passthrough(raw: Any) -> Value:
-    return raw  # type: ignore[no-any-return]
+    # A value is a JSON scalar: an array or object (nested any depth) is no column's value.
+    if raw.__class__ not in _SCALARS:
+        raise ValueError(f"not a JSON scalar: {type(raw).__name__}")
+    return raw
+
+
+_SCALARS = (str, int, float, bool)
 
 
 def _json_int(raw: Any) -> int:

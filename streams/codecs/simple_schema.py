@@ -167,6 +167,18 @@ def schema_from_types(
     return TableSchema(schema, table, 0, version, columns, indexes)
 
 
+def _decimal(value: Any) -> int | None:
+    if value is not None and value.__class__ is not int:
+        raise ValueError(f"a column's 'decimal' must be an integer, not {type(value).__name__}")
+    return value
+
+
+def _name(value: Any) -> str:
+    if value.__class__ is not str:
+        raise ValueError(f"a column's 'name' must be a string, not {type(value).__name__}")
+    return str(value)
+
+
 def _scalar_text(value: Any, field: str) -> str:
     """A schema field TiCDC writes as a JSON scalar, as text; an object or array is refused
     (its text would be anything, and a deep one would not even print)."""
@@ -185,13 +197,13 @@ def parse_table_schema(raw: Mapping[str, Any]) -> TableSchema:
         elements = data_type.get("elements")
         columns.append(
             ColumnSchema(
-                name=column["name"],
+                name=_name(column["name"]),
                 mysql_type=_scalar_text(data_type["mysqlType"], "mysqlType"),
-                charset=data_type.get("charset") or "",
-                collate=data_type.get("collate") or "",
+                charset=_scalar_text(data_type.get("charset") or "", "charset"),
+                collate=_scalar_text(data_type.get("collate") or "", "collate"),
                 length=int(data_type.get("length") or 0),
-                decimal=data_type.get("decimal"),
-                elements=tuple(elements) if elements else None,
+                decimal=_decimal(data_type.get("decimal")),
+                elements=tuple(_scalar_text(e, "elements") for e in elements) if elements else None,
                 unsigned=bool(data_type.get("unsigned")),
                 zerofill=bool(data_type.get("zerofill")),
                 nullable=bool(column.get("nullable", True)),
