@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit services-up services-up-secure services-down clean
+.PHONY: demo test lint unit fuzz services-up services-up-secure services-down clean
 
 # rustup installs cargo here; the native codecs need it (without it the Python codecs serve alone).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -43,6 +43,12 @@ test: lint $(STAMP)
 
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration"
+
+# The differential fuzz of the codecs, long budget: mutations of every protocol's real TiCDC
+# messages, native against Python; a table of what happened, exit 1 on any finding.
+FUZZ_MUTATIONS ?= 100000
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.streams.codecs.fuzz --mutations $(FUZZ_MUTATIONS)
 
 demo: services-up
 	$(BIN)/ticdc-sink demo

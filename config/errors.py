@@ -6,8 +6,19 @@ catch the family, and each layer adds the specific errors it needs here, in one 
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Sequence
 from typing import Any
+
+# How much of a value an error message shows: enough to find it in the message, bounded however
+# large or deeply nested the input is (a builtin repr of JSON nested 1,000 deep recurses past
+# Python's limit, and of an integer past 4,300 digits raises).
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxdict = _SHOWN.maxlist = _SHOWN.maxtuple = _SHOWN.maxset = 4
+_SHOWN.maxstring = _SHOWN.maxlong = _SHOWN.maxother = 40
+# An integer of more bits is shown by its size: the builtin repr refuses past 4,300 digits.
+_SHOWN_BITS = 256
 
 
 class TicdcSinkError(Exception):
@@ -19,6 +30,17 @@ def one_line(command: str, error: BaseException) -> str:
     (a supervisor's log shows each line on its own; a message's own line breaks become "; ")."""
     text = "; ".join(part.strip() for part in str(error).splitlines() if part.strip())
     return f"ticdc-sink {command}: {text or type(error).__name__}"
+
+
+def shown(value: object) -> str:
+    """``value`` as an error message names it: a repr cut short, whatever the input's depth or
+    size (every error naming a value from a message renders it here)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _SHOWN_BITS:
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        return _SHOWN.repr(value)
+    except Exception:  # a value whose own repr fails: its type still says what it is
+        return f"<{type(value).__name__}>"
 
 
 class StopRequested(BaseException):

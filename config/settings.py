@@ -363,6 +363,17 @@ class WorkerSettings(SettingsGroup):
         alias="on_error",
         description="`deadletter` or `halt` for undecodable messages",
     )
+    # TiCDC sends each table's schema again at least every `send-bootstrap-in-msg-count`
+    # (10,000) messages of it: a Simple message still without its schema this many messages of
+    # its partition later will never get one (its schema message was lost, or it is garbage),
+    # and holding it would cap its partition's progress for good.
+    held_max_messages: int = Field(
+        default=100_000,
+        ge=1,
+        alias="held_max_messages",
+        description="messages of its partition after which a Simple message still waiting for "
+        "its table schema goes to the dead letters",
+    )
     # libuv's loop: Faust hands every message through futures and tasks, which it runs faster.
     event_loop: EventLoop = Field(
         default=EventLoop.UVLOOP,

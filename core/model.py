@@ -91,6 +91,34 @@ STRING_TYPES = frozenset(
 NULL_TYPES = frozenset({MySQLType.NULL, MySQLType.GEOMETRY})
 
 
+# The values each integer type holds, signed and unsigned (MySQL's ranges); an index type's
+# values are the same whatever its flags: YEAR 0 or 1901..2155 (0..2155 taken), ENUM's index
+# (up to 65,535 members), SET's and BIT(64)'s bits. TiCDC sends nothing outside them, so a value
+# outside is bad input, never converted.
+_SIGNED_BITS: dict[int, int] = {
+    MySQLType.TINY: 8,
+    MySQLType.SHORT: 16,
+    MySQLType.INT24: 24,
+    MySQLType.LONG: 32,
+    MySQLType.LONGLONG: 64,
+}
+_INDEX_RANGES: dict[int, range] = {
+    MySQLType.YEAR: range(0, 2156),
+    MySQLType.ENUM: range(0, 1 << 16),
+    MySQLType.SET: range(0, 1 << 64),
+    MySQLType.BIT: range(0, 1 << 64),
+}
+
+
+@cache
+def integer_range(mysql_type: int, unsigned: bool) -> range | None:
+    """The integers a column of ``mysql_type`` holds (None: not an integer type)."""
+    bits = _SIGNED_BITS.get(mysql_type)
+    if bits is not None:
+        return range(0, 1 << bits) if unsigned else range(-(1 << bits - 1), 1 << bits - 1)
+    return _INDEX_RANGES.get(mysql_type)
+
+
 # Plain ints: an IntFlag's ``&`` is a Python-level call, and these are tested per value.
 _BINARY = int(ColumnFlag.BINARY)
 _UNSIGNED = int(ColumnFlag.UNSIGNED)

@@ -15,6 +15,11 @@ ROWS_STAGED = Counter("ticdc_sink_rows_staged_total", "Row changes staged in Red
 DEAD_LETTERS = Counter(
     "ticdc_sink_dead_letters_total", "Messages that did not decode", ["pipeline"]
 )
+DECODE_BUGS = Counter(
+    "ticdc_sink_decode_bugs_total",
+    "Messages dead-lettered by an exception no codec raises on purpose (a bug to report)",
+    ["pipeline"],
+)
 PARTITION_WATERMARK = Gauge(
     "ticdc_sink_partition_watermark_timestamp_seconds",
     "Physical time of a partition's resolved ts (Unix seconds)",

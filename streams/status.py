@@ -51,6 +51,10 @@ def snapshot(
     ``now`` (default: the clock), Kafka lag in messages."""
     now = time.time() if now is None else now
     marks = staging.watermarks()
+    # Simple messages waiting for their table schema: each caps its partition's watermark.
+    held: dict[TopicPartition, int] = {}
+    for message in staging.held():
+        held[message.tp] = held.get(message.tp, 0) + 1
     rows = []
     for tp, mark in marks.items():
         done = committed.get(tp)
@@ -64,6 +68,7 @@ def snapshot(
                 "watermark_time": tso_fields(mark, now)["time"],
                 "staged_rows": staging.staged_rows(tp),
                 "staged_offset": staging.staged_offset(tp),
+                "held_messages": held.get(tp, 0),
                 "committed_offset": done,
                 "high_watermark": end,
                 "lag_messages": None if end is None else end - (done or 0),
@@ -104,15 +109,15 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
-        "{:24} {:>24} {:>8} {:>10} {:>10} {:>14}".format(
-            "partition", "watermark (UTC)", "staged", "committed", "end", "lag (messages)"
+        "{:24} {:>24} {:>8} {:>6} {:>10} {:>10} {:>14}".format(
+            "partition", "watermark (UTC)", "staged", "held", "committed", "end", "lag (messages)"
         ),
     ]
     for row in document["partitions"]:
         name = f"{row['topic']}:{row['partition']}"
         mark = row["watermark_time"] or "-"
         lines.append(
-            f"{name:24} {mark:>24} {row['staged_rows']:>8} "
+            f"{name:24} {mark:>24} {row['staged_rows']:>8} {row['held_messages']:>6} "
             f"{row['committed_offset']!s:>10} {row['high_watermark']!s:>10} "
             f"{row['lag_messages']!s:>14}"
         )

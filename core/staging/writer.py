@@ -211,6 +211,21 @@ class StagingWriter:
         # redis-py types list values as text; bytes go as they are.
         pipe.lrem(self.keys.held, 1, held.entry)  # type: ignore[arg-type]
         pipe.execute()
+        self._held_released(held)
+
+    def dead_letter_held(self, held: HeldMessage, error: str) -> None:
+        """Move a held message to the dead letters (it will never decode), in one transaction,
+        and let its partition move on."""
+        commands = CommandBatch()
+        commands.command("MULTI")
+        self.dead_letters.add(commands, held.tp, held.offset, held.key, held.value, error)
+        commands.command("LREM", self.keys.held, 1, held.entry)
+        commands.command("EXEC")
+        commands.execute(self._client)
+        self._held_released(held)
+
+    def _held_released(self, held: HeldMessage) -> None:
+        """The held-ts cap of ``held``'s partition once it is no longer held."""
         remaining = [h.commit_ts for h in self.held() if h.tp == held.tp]
         if remaining:
             self._client.hset(self.keys.held_ts, held.tp.field, ts_hex(min(remaining)))

@@ -559,6 +559,11 @@ fn pack_row(message: &Message<'_>, row: RowEvent<'_>, out: &mut Vec<u8>) -> Opti
 
 /// A raw value as the model holds it, by the same rules as the Python codec's value decoders.
 fn cell(raw: &[u8], mysql_type: u32, flags: u32) -> Option<Value<'_>> {
+    // An integer out of its type's range is the Python codec's error to raise.
+    cell_value(raw, mysql_type, flags).filter(|value| model::holds(mysql_type, flags, value))
+}
+
+fn cell_value(raw: &[u8], mysql_type: u32, flags: u32) -> Option<Value<'_>> {
     let uvarint = || Reader::new(raw, 0, raw.len())?.uvarint();
     let (unsigned, binary) = (
         u64::from(flags) & UNSIGNED != 0,

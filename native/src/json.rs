@@ -16,10 +16,53 @@ pub fn parse<'a, T: Deserialize<'a>>(data: &'a [u8]) -> Option<T> {
 
 /// `text` read as JSON (see `parse`).
 pub fn parse_text<'a, T: Deserialize<'a>>(text: &'a str) -> Option<T> {
-    if has_surrogate_escape(text.as_bytes()) {
+    if has_surrogate_escape(text.as_bytes()) || !finite_numbers(text.as_bytes()) {
         return None;
     }
     serde_json::from_str(text).ok()
+}
+
+/// Whether every number of `data` outside its strings is one orjson reads: finite as a double
+/// (orjson refuses the whole document over one that is not, where serde_json skips the numbers
+/// of fields it does not keep without reading them).
+fn finite_numbers(data: &[u8]) -> bool {
+    let mut pos = 0;
+    while pos < data.len() {
+        match data[pos] {
+            b'"' => {
+                pos += 1;
+                while pos < data.len() && data[pos] != b'"' {
+                    pos += if data[pos] == b'\\' { 2 } else { 1 };
+                }
+                pos += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = pos;
+                while pos < data.len()
+                    && matches!(data[pos], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    pos += 1;
+                }
+                if !finite_number(&data[start..pos]) {
+                    return false;
+                }
+            }
+            _ => pos += 1,
+        }
+    }
+    true
+}
+
+/// Whether a number's text is finite as a double; only a long one or one with an exponent can
+/// be anything else.
+fn finite_number(number: &[u8]) -> bool {
+    if number.len() < 300 && !number.iter().any(|&b| b == b'e' || b == b'E') {
+        return true;
+    }
+    std::str::from_utf8(number)
+        .ok()
+        .and_then(|text| text.parse::<f64>().ok())
+        .is_some_and(f64::is_finite)
 }
 
 /// A JSON value kept as its own text (`Option<&RawValue>`'s text: `null` is `None`), for
@@ -249,6 +292,7 @@ impl<'a> Scanner<'a> {
 
     /// `-?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?`
     fn number(&mut self) -> Option<()> {
+        let start = self.pos;
         self.take(b'-');
         if !self.take(b'0') {
             self.digits()?;
@@ -262,7 +306,8 @@ impl<'a> Scanner<'a> {
             }
             self.digits()?;
         }
-        Some(())
+        // orjson refuses a number that is infinite as a double.
+        finite_number(&self.bytes()[start..self.pos]).then_some(())
     }
 
     /// One digit or more.

@@ -187,6 +187,45 @@ impl Value<'_> {
     }
 }
 
+/// The integers a column of `mysql_type` holds, as the Python model's `integer_range` says
+/// (None: not an integer type): MySQL's ranges per type, signed or unsigned; YEAR 0..=2155,
+/// ENUM's index up to 65,535, SET and BIT 64 bits whatever the flags.
+pub fn integer_range(mysql_type: u32, unsigned: bool) -> Option<(i128, i128)> {
+    let bits = match mysql_type {
+        1 => 8,
+        2 => 16,
+        9 => 24,
+        3 => 32,
+        8 => 64,
+        13 => return Some((0, 2155)),
+        247 => return Some((0, 65535)),
+        16 | 248 => return Some((0, u64::MAX as i128)),
+        _ => return None,
+    };
+    Some(if unsigned {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    })
+}
+
+/// Whether a column of `mysql_type` with `flags` holds `value`: an integer type's value must be
+/// an integer in its range (the Python codecs refuse anything else); other types hold anything.
+pub fn holds(mysql_type: u32, flags: u32, value: &Value<'_>) -> bool {
+    let Some((low, high)) = integer_range(mysql_type, flags & UNSIGNED_FLAG != 0) else {
+        return true;
+    };
+    let number = match value {
+        Value::Null => return true,
+        Value::Signed(number) => i128::from(*number),
+        Value::Unsigned(number) => i128::from(*number),
+        _ => return false,
+    };
+    (low..=high).contains(&number)
+}
+
+const UNSIGNED_FLAG: u32 = 0x80;
+
 /// The bytes of `object` when it is exactly `bytes` (a subclass or another buffer is the Python
 /// codec's to judge).
 pub fn exact_bytes<'a>(object: &'a Bound<'_, PyAny>) -> Option<&'a [u8]> {

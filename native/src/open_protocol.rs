@@ -569,10 +569,21 @@ fn column_kind(column: &Column<'_>) -> Outcome<(u32, u32)> {
 /// A column's value as the model holds it: BLOB/TEXT from base64, binary CHAR from Go quoting,
 /// FLOAT/DOUBLE always a float (Go's encoder writes a whole-number float64 as `3`).
 fn cell(raw: &str, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
+    let value = cell_value(raw, mysql_type, flags)?;
+    // A number out of its type's range is the Python codec's error to raise (text is taken).
+    if !matches!(value, Value::Text(_)) && !model::holds(mysql_type, flags, &value) {
+        return Err(Refusal::Fallback);
+    }
+    Ok(value)
+}
+
+fn cell_value(raw: &str, mysql_type: u32, flags: u32) -> Outcome<Value<'_>> {
     if !raw.starts_with('"') {
         if FLOAT_TYPES.contains(&mysql_type) {
             if let Some(number) = number(raw) {
-                return Ok(Value::Float(number));
+                // orjson reads `-0` as the integer 0, which Python makes 0.0 (not -0.0).
+                let whole = !raw.contains(['.', 'e', 'E']);
+                return Ok(Value::Float(if whole { number + 0.0 } else { number }));
             }
         }
         return scalar(raw);

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::json::{flag, integer_text, parse, string, BorrowedStr, Ordered};
-use crate::model::{exact_bytes, Model, Row};
+use crate::model::{self, exact_bytes, Model, Row};
 
 /// How a column's non-null values are read (the Python codec's reader functions, in order).
 #[derive(Clone, Copy, PartialEq)]
@@ -43,6 +43,8 @@ struct Column {
     name: Py<PyString>,
     kind: Py<PyAny>,
     read: Read,
+    // The integers an integer column holds (`model::integer_range` of its type and flags).
+    integers: Option<(i128, i128)>,
 }
 
 /// A layout prepared from the Python layout object it was made from.
@@ -337,7 +339,7 @@ impl SimpleDecoder {
                     let Some(column) = layout.column(position, name) else {
                         return Ok(None);
                     };
-                    let Some(value) = cell(py, value, column.read)? else {
+                    let Some(value) = cell(py, value, column.read, column.integers)? else {
                         return Ok(None);
                     };
                     image.set_item(column.name.bind(py), value)?;
@@ -383,11 +385,21 @@ impl SimpleDecoder {
             else {
                 return Ok(None);
             };
-            let name = name.cast_into::<PyString>()?;
+            // A name that is not text is the Python codec's to judge.
+            let Ok(name) = name.cast_into::<PyString>() else {
+                return Ok(None);
+            };
+            let (Ok(mysql_type), Ok(flags)) = (
+                kind.getattr("mysql_type")?.extract::<u32>(),
+                kind.getattr("flags")?.extract::<u32>(),
+            ) else {
+                return Ok(None);
+            };
             let column = Column {
                 name: name.clone().unbind(),
                 kind: kind.unbind(),
                 read,
+                integers: model::integer_range(mysql_type, flags & 0x80 != 0),
             };
             columns.push((name.to_str()?.to_owned(), column));
         }
@@ -417,19 +429,34 @@ impl SimpleDecoder {
 
 /// A value read as the Python codec's reader for `read` would; `None` where that reader would
 /// refuse it (Python decides then).
+/// An integer column's value must be an integer in `integers` (the Python codec refuses any
+/// other).
 fn cell<'py>(
     py: Python<'py>,
     token: &Token<'_>,
     read: Read,
+    integers: Option<(i128, i128)>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let int = |value: Result<i64, u64>| match value {
         Ok(signed) => signed.into_pyobject(py).map(Bound::into_any),
         Err(unsigned) => unsigned.into_pyobject(py).map(Bound::into_any),
     };
+    let held = |value: &Result<i64, u64>| {
+        let number = match value {
+            Ok(signed) => i128::from(*signed),
+            Err(unsigned) => i128::from(*unsigned),
+        };
+        integers.is_none_or(|(low, high)| (low..=high).contains(&number))
+    };
+    if integers.is_some() && read != Read::Integer && !matches!(token, Token::Null) {
+        return Ok(None);
+    }
     Ok(match (token, read) {
         (Token::Null, _) => Some(py.None().into_bound(py)),
-        (Token::Integer(value), Read::Integer) => Some(int(*value)?),
-        (Token::Text(text), Read::Integer) => integer_text(text).map(int).transpose()?,
+        (Token::Integer(value), Read::Integer) => held(value).then(|| int(*value)).transpose()?,
+        (Token::Text(text), Read::Integer) => {
+            integer_text(text).filter(held).map(int).transpose()?
+        }
         (Token::Integer(Ok(value)), Read::Float) => {
             Some(PyFloat::new(py, *value as f64).into_any())
         }

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from config.errors import DecodeError, EncodeError
+from config.errors import DecodeError, EncodeError, shown
 from core.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
@@ -33,7 +33,7 @@ from core.model import (
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
 from streams.codecs.simple_schema import is_binary_name, type_code, type_name
-from streams.codecs.values import format_float
+from streams.codecs.values import checked_integer, format_float
 
 PROTOCOL = "canal-json"
 WATERMARK = "TIDB_WATERMARK"
@@ -66,7 +66,7 @@ def _value(kind: ColumnType, raw: Any) -> Value:
         return raw.encode("latin-1")
     mysql_type = kind.mysql_type
     if mysql_type in INTEGER_TYPES or mysql_type in INDEX_TYPES:
-        return int(raw)
+        return checked_integer(kind, int(raw))
     if mysql_type in FLOAT_TYPES:
         return float(raw)
     return str(raw)
@@ -97,7 +97,9 @@ class CanalJSONCodec(Codec):
         except DecodeError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, UnicodeError) as exc:
-            raise DecodeError(PROTOCOL, f"bad message: {exc!r}", event_index=0) from None
+            raise DecodeError(
+                PROTOCOL, f"bad message: {type(exc).__name__}: {exc}", event_index=0
+            ) from None
 
     @staticmethod
     def _events(message: dict[str, Any]) -> list[Event]:
@@ -115,6 +117,8 @@ class CanalJSONCodec(Codec):
         commit_ts = _ts(extension.get("commitTs", 0))
         schema = message.get("database") or ""
         table = message.get("table") or ""
+        if schema.__class__ is not str or table.__class__ is not str:
+            raise ValueError("'database' and 'table' must be strings")
         if message.get("isDdl"):
             query = message["sql"]
             if query.__class__ is not str:
@@ -122,7 +126,9 @@ class CanalJSONCodec(Codec):
             return [DDLEvent(commit_ts, schema or None, table or None, query, _ddl_action(query))]
         op = _OPS.get(message.get("type"))  # type: ignore[arg-type]
         if op is None:
-            raise DecodeError(PROTOCOL, f"unknown event type {message.get('type')!r}", where="type")
+            raise DecodeError(
+                PROTOCOL, f"unknown event type {shown(message.get('type'))}", where="type"
+            )
         columns = _columns(message.get("mysqlType") or {}, message.get("pkNames") or ())
         data = message.get("data") or []
         olds = message.get("old") or []
@@ -217,7 +223,7 @@ class CanalJSONCodec(Codec):
 
 def _ts(value: Any) -> int:
     if value.__class__ is not int or not 0 <= value < 1 << 64:
-        raise ValueError(f"timestamp {value!r} is not a uint64")
+        raise ValueError(f"timestamp {shown(value)} is not a uint64")
     return int(value)
 
 
@@ -225,7 +231,9 @@ def _columns(mysql_types: dict[str, Any], keys: Sequence[str]) -> dict[str, Colu
     primary = set(keys)
     columns: dict[str, ColumnType] = {}
     for name, text in mysql_types.items():
-        text = str(text).lower()
+        if text.__class__ is not str:
+            raise ValueError(f"the mysqlType of column {shown(name)} must be a string")
+        text = text.lower()
         flags = ColumnFlag.NULLABLE
         if is_binary_name(text):
             flags |= ColumnFlag.BINARY
@@ -245,13 +253,16 @@ def _image(row: Any, columns: dict[str, ColumnType], index: int, side: str) -> d
         kind = columns.get(name)
         if kind is None:
             raise DecodeError(
-                PROTOCOL, f"column {name!r} has no mysqlType", event_index=index, where=side
+                PROTOCOL, f"column {shown(name)} has no mysqlType", event_index=index, where=side
             )
         try:
             image[name] = _value(kind, raw)
         except (ValueError, UnicodeError) as exc:
             raise DecodeError(
-                PROTOCOL, f"bad value {raw!r}: {exc}", event_index=index, where=f"{side}.{name}"
+                PROTOCOL,
+                f"bad value {shown(raw)}: {exc}",
+                event_index=index,
+                where=f"{side}.{name}",
             ) from None
     return image
 

@@ -49,7 +49,7 @@ from streams.codecs.craft_wire import (
     uvarint,
     varint,
 )
-from streams.codecs.values import as_bytes, text_or_bytes
+from streams.codecs.values import as_bytes, checked_integer, text_or_bytes
 
 if TYPE_CHECKING:
     from ticdc_sink_native import CraftDecoder
@@ -123,8 +123,8 @@ def _decode_value(kind: ColumnType, raw: bytes | None, name: str, event: int) ->
     code = kind.mysql_type << 16 | kind.flags
     convert = _VALUE_DECODERS.get(code) or _value_decoder(kind, code)
     try:
-        return convert(raw)
-    except (DecodeError, struct.error, UnicodeDecodeError) as exc:
+        return checked_integer(kind, convert(raw))
+    except (DecodeError, struct.error, UnicodeDecodeError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, DecodeError) else str(exc)
         raise DecodeError(
             PROTOCOL, f"bad value: {reason}", event_index=event, where=f"column {name}"

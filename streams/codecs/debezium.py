@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from config.errors import DecodeError, EncodeError
+from config.errors import DecodeError, EncodeError, shown
 from core.model import (
     ColumnFlag,
     ColumnType,
@@ -46,6 +46,7 @@ from streams.codecs.debezium_values import (
     write_value,
 )
 from streams.codecs.simple_schema import SchemaStore
+from streams.codecs.values import checked_integer
 
 PROTOCOL = "debezium"
 # TiCDC's default cluster id, which names its schemas ("<cluster>.<db>.<table>.Value").
@@ -118,12 +119,14 @@ class DebeziumCodec(Codec):
             if op == _WATERMARK_OP or (not op and "ddl" not in payload):
                 return [Resolved(_uint64(payload["source"]["commit_ts"], "source.commit_ts"))]
             if op:
-                raise DecodeError(PROTOCOL, f"unknown op {op!r}", where="payload.op")
+                raise DecodeError(PROTOCOL, f"unknown op {shown(op)}", where="payload.op")
             return self._schema_change(payload)
         except DecodeError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            raise DecodeError(PROTOCOL, f"bad message: {exc!r}", event_index=0) from None
+            raise DecodeError(
+                PROTOCOL, f"bad message: {type(exc).__name__}: {exc}", event_index=0
+            ) from None
 
     def _schema_change(self, payload: dict[str, Any]) -> list[Event]:
         changes = payload.get("tableChanges") or []
@@ -148,7 +151,7 @@ class DebeziumCodec(Codec):
                 source.get("db") or None,
                 source.get("table") or None,
                 query,
-                str(changes[0]["type"]) if changes else _PLAIN_DDL,
+                _change_type(changes[0]["type"]) if changes else _PLAIN_DDL,
             )
         ]
 
@@ -318,6 +321,13 @@ class DebeziumCodec(Codec):
         return KafkaMessage(orjson.dumps(key), orjson.dumps(value))
 
 
+def _change_type(value: Any) -> str:
+    """A table change's type (``CREATE``, ``ALTER``, ...): a string, not any JSON."""
+    if value.__class__ is not str:
+        raise ValueError(f"a table change's 'type' must be a string, not {type(value).__name__}")
+    return str(value)
+
+
 def _table_id(text: str) -> tuple[str, str]:
     """The (db, table) of a table change's id, ``"db"."table"`` as TiCDC writes it (names not
     escaped); a RENAME's id is the new name, then the old one: ``"d"."new","d"."old"``."""
@@ -325,7 +335,7 @@ def _table_id(text: str) -> tuple[str, str]:
         db, found, table = text[1:-1].split('","', 1)[0].partition('"."')
         if found:
             return db, table
-    raise ValueError(f'table change id {text!r} is not "db"."table"')
+    raise ValueError(f'table change id {shown(text)} is not "db"."table"')
 
 
 def _row_fields(message: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -354,9 +364,13 @@ def _image(plan: Plan, raw: dict[str, Any] | None) -> dict[str, Value] | None:
             value = image.get(name)
             if value is not None and value.__class__ is not plain:
                 image[name] = reader(value)
-    except (ValueError, TypeError, KeyError) as exc:
+        for name, value in image.items():
+            checked_integer(plan.columns[name], value)
+    except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise DecodeError(
-            PROTOCOL, f"bad value {raw[name]!r}: {exc!r}", where=f"payload.{name}"
+            PROTOCOL,
+            f"bad value {shown(raw.get(name))}: {type(exc).__name__}: {exc}",
+            where=f"payload.{name}",
         ) from None
     return image
 

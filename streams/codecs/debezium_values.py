@@ -64,10 +64,15 @@ class DDLColumn:
 def ddl_column(raw: dict[str, Any]) -> DDLColumn:
     """A ``tableChanges[].table.columns[]`` entry."""
     elements = raw.get("enumValues")
+    type_name, length, scale = raw["typeName"], raw.get("length"), raw.get("scale")
+    if type_name.__class__ is not str:
+        raise ValueError(f"a column's 'typeName' must be a string, not {type(type_name).__name__}")
+    if any(n is not None and n.__class__ is not int for n in (length, scale)):
+        raise ValueError("a column's 'length' and 'scale' must be integers")
     return DDLColumn(
-        str(raw["typeName"]),
-        raw.get("length"),
-        raw.get("scale"),
+        type_name,
+        length,
+        scale,
         tuple(_unquote(e) for e in elements) if elements else None,
     )
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
-from config.errors import DecodeError, EncodeError, MissingSchemaError
+from config.errors import DecodeError, EncodeError, MissingSchemaError, shown
 from core.model import (
     FLOAT_TYPES,
     INDEX_TYPES,
@@ -48,7 +48,7 @@ from streams.codecs.simple_schema import (
     schema_from_types,
     table_schema_json,
 )
-from streams.codecs.values import b64decode, b64encode, format_float
+from streams.codecs.values import b64decode, b64encode, checked_integer, format_float
 
 if TYPE_CHECKING:
     from ticdc_sink_native import SimpleDecoder
@@ -116,7 +116,9 @@ class SimpleCodec(Codec):
         except DecodeError:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise DecodeError(self.protocol, f"bad message: {exc!r}", event_index=0) from None
+            raise DecodeError(
+                self.protocol, f"bad message: {type(exc).__name__}: {exc}", event_index=0
+            ) from None
 
     def _event(self, message: dict[str, Any]) -> Event:
         kind = message.get("type")
@@ -135,7 +137,7 @@ class SimpleCodec(Codec):
             return self._row(message, DML_TYPES[kind])
         if kind in DDL_TYPES:
             return self._ddl(message, kind)
-        raise DecodeError(self.protocol, f"unknown message type {kind!r}", where="type")
+        raise DecodeError(self.protocol, f"unknown message type {shown(kind)}", where="type")
 
     def _remember(self, table: TableSchema) -> TableSchema:
         self.schemas.put(table)
@@ -208,15 +210,17 @@ class SimpleCodec(Codec):
             if entry is None:
                 if layout:
                     raise DecodeError(
-                        self.protocol, f"column {name!r} is not in the table schema", where=side
+                        self.protocol,
+                        f"column {shown(name)} is not in the table schema",
+                        where=side,
                     )
                 entry = (_UNTYPED, _passthrough)
             kind, reader = entry
             try:
-                image[name] = None if value is None else reader(value)
+                image[name] = None if value is None else checked_integer(kind, reader(value))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(
-                    self.protocol, f"bad value {value!r}: {exc}", where=f"{side}.{name}"
+                    self.protocol, f"bad value {shown(value)}: {exc}", where=f"{side}.{name}"
                 ) from None
             columns[name] = kind
         return image
@@ -332,7 +336,13 @@ def _cached_types(table: TableSchema) -> dict[str, ColumnType]:
 
 
 def _passthrough(raw: Any) -> Value:
-    return raw  # type: ignore[no-any-return]
+    # A value is a JSON scalar: an array or object (nested any depth) is no column's value.
+    if raw.__class__ not in _SCALARS:
+        raise ValueError(f"not a JSON scalar: {type(raw).__name__}")
+    return raw
+
+
+_SCALARS = (str, int, float, bool)
 
 
 def _json_int(raw: Any) -> int:

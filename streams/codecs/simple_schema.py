@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from config.errors import shown
 from core.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLType, TableSchema
 from core.model import column_type as shared_type
 
@@ -98,7 +99,7 @@ def type_code(mysql_type: str) -> int:
     name = mysql_type.lower().removeprefix("unsigned ").split("(", 1)[0].split(" ", 1)[0]
     code = _TYPE_CODES.get(name)
     if code is None:
-        raise ValueError(f"unknown mysqlType {mysql_type!r}")
+        raise ValueError(f"unknown mysqlType {shown(mysql_type)}")
     return code
 
 
@@ -166,6 +167,28 @@ def schema_from_types(
     return TableSchema(schema, table, 0, version, columns, indexes)
 
 
+def _decimal(value: Any) -> int | None:
+    if value is not None and value.__class__ is not int:
+        raise ValueError(f"a column's 'decimal' must be an integer, not {type(value).__name__}")
+    return value
+
+
+def _name(value: Any) -> str:
+    if value.__class__ is not str:
+        raise ValueError(f"a column's 'name' must be a string, not {type(value).__name__}")
+    return str(value)
+
+
+def _scalar_text(value: Any, field: str) -> str:
+    """A schema field TiCDC writes as a JSON scalar, as text; an object or array is refused
+    (its text would be anything, and a deep one would not even print)."""
+    if value.__class__ not in (str, int, float, bool):
+        raise ValueError(
+            f"a column's '{field}' must be a string or number, not {type(value).__name__}"
+        )
+    return str(value)
+
+
 def parse_table_schema(raw: Mapping[str, Any]) -> TableSchema:
     """A TableSchema from its JSON form (``schema``) or Avro form (``database``)."""
     columns = []
@@ -174,17 +197,19 @@ def parse_table_schema(raw: Mapping[str, Any]) -> TableSchema:
         elements = data_type.get("elements")
         columns.append(
             ColumnSchema(
-                name=column["name"],
-                mysql_type=str(data_type["mysqlType"]),
-                charset=data_type.get("charset") or "",
-                collate=data_type.get("collate") or "",
+                name=_name(column["name"]),
+                mysql_type=_scalar_text(data_type["mysqlType"], "mysqlType"),
+                charset=_scalar_text(data_type.get("charset") or "", "charset"),
+                collate=_scalar_text(data_type.get("collate") or "", "collate"),
                 length=int(data_type.get("length") or 0),
-                decimal=data_type.get("decimal"),
-                elements=tuple(elements) if elements else None,
+                decimal=_decimal(data_type.get("decimal")),
+                elements=tuple(_scalar_text(e, "elements") for e in elements) if elements else None,
                 unsigned=bool(data_type.get("unsigned")),
                 zerofill=bool(data_type.get("zerofill")),
                 nullable=bool(column.get("nullable", True)),
-                default=None if column.get("default") is None else str(column["default"]),
+                default=None
+                if column.get("default") is None
+                else _scalar_text(column["default"], "default"),
             )
         )
     indexes = tuple(

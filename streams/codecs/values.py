@@ -10,6 +10,9 @@ import re
 import struct
 from decimal import Decimal
 
+from config.errors import shown
+from core.model import ColumnType, MySQLType, Value, integer_range
+
 _GO_ESCAPES = {
     "a": b"\x07",
     "b": b"\x08",
@@ -140,3 +143,23 @@ def _shortest_float32(value: float) -> str:
         except OverflowError:  # rounding past FLT_MAX: more digits are needed
             continue
     return repr(value)
+
+
+def checked_integer(kind: ColumnType, value: Value) -> Value:
+    """``value`` when a column of ``kind`` can hold it: an integer type's value must be an int in
+    its type's range (``ValueError`` otherwise, never a conversion); other types pass."""
+    allowed = integer_range(kind.mysql_type, kind.is_unsigned)
+    if allowed is None or value is None or (value.__class__ is int and value in allowed):
+        return value
+    return _refuse_integer(kind, value)
+
+
+def _refuse_integer(kind: ColumnType, value: Value) -> Value:
+    try:
+        name = MySQLType(kind.mysql_type).name
+    except ValueError:
+        name = str(kind.mysql_type)
+    unsigned = " unsigned" if kind.is_unsigned else ""
+    if value.__class__ is not int:
+        raise ValueError(f"{shown(value)} is not an integer, as a{unsigned} {name} column holds")
+    raise ValueError(f"{shown(value)} is out of range for a{unsigned} {name} column")

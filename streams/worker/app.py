@@ -51,6 +51,7 @@ def build_app(settings: Settings, staging: Staging) -> Any:
         settings.worker.on_error,
         LargeMessages.from_settings(settings),
         dead_letter_max=settings.redis.dead_letter_max_entries,
+        held_max_messages=settings.worker.held_max_messages,
     )
     # One per service for the whole worker: an outage is logged once, whoever meets it first.
     redis_outage = Outage("Redis", log)

@@ -16,23 +16,33 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.errors import DecodeError, NotYetDecodableError
+from config.errors import DecodeError, NotYetDecodableError, TicdcSinkError
 from config.settings import OnError, default_of
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import Bootstrap, DDLEvent, Resolved, RowChange
 from core.packed import pack_rows
+from core.redis_client import REDIS_TRANSIENT
 from core.staging.framing import FramedMessage, StagedMessage, frame_packed
 from core.staging.keys import TopicPartition
 from core.staging.protocols import StagerStore, StagingRoundTrip
+from core.staging.writer import HeldMessage
 from core.tso import tso_seconds
 from streams.codecs import Codec
 from streams.large_messages import LargeMessages
-from streams.metrics import DEAD_LETTERS, EVENTS_DECODED, PARTITION_WATERMARK, ROWS_STAGED
+from streams.metrics import (
+    DEAD_LETTERS,
+    DECODE_BUGS,
+    EVENTS_DECODED,
+    PARTITION_WATERMARK,
+    ROWS_STAGED,
+)
 
 log = logging.getLogger("ticdc_sink.worker")
 
 # A Kafka message as the stager takes it: partition, offset, key, value.
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
+# A dead letter's reason is cut here: an unexpected exception's text may hold any of the input.
+DEAD_LETTER_REASON_CHARS = 2_000
 NO_COMMIT_TS = (
     "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
     "(Canal-JSON has neither commit ts nor watermarks without it)"
@@ -77,6 +87,7 @@ class MessageStager:
         large_messages: LargeMessages | None = None,
         *,
         dead_letter_max: int = default_of("dead_letter_max_entries"),
+        held_max_messages: int = default_of("held_max_messages"),
     ) -> None:
         self.store = store
         self.codec = codec
@@ -84,6 +95,7 @@ class MessageStager:
         # Claim checks and handle-key-only rows are made whole before staging.
         self.large_messages = large_messages or LargeMessages()
         self.dead_letter_max = dead_letter_max
+        self.held_max_messages = held_max_messages
         # Totals for the progress line (replays not counted).
         self.dead_letters = 0
         self.rows_staged = 0
@@ -179,17 +191,61 @@ class MessageStager:
         self._last_staged.clear()
 
     def retry_held(self) -> int:
-        """Stage the held messages whose schema has arrived; returns how many were staged."""
+        """Stage the held messages whose schema has arrived; returns how many were staged.
+
+        A held message that now fails to decode, or whose schema has not come within
+        ``held_max_messages`` of its partition, goes to the dead letters instead (under
+        ``halt`` it stops the worker)."""
         staged = 0
         with self._retrying:
-            for held in self.store.held():
+            held_messages = self.store.held()
+            reached = self.store.staged_offsets({held.tp for held in held_messages})
+            for held in held_messages:
+                record = (held.tp, held.offset, held.key, held.value)
                 try:
-                    events = self.large_messages.decode(self.codec, held.key, held.value)
-                except NotYetDecodableError:
+                    packed = self._decode_held(held)
+                except NotYetDecodableError as missing:
+                    behind = reached.get(held.tp, held.offset) - held.offset
+                    if behind < self.held_max_messages:
+                        continue
+                    error: Exception = DecodeError(
+                        self.codec.protocol,
+                        f"{missing.reason}: still none {behind} messages of its partition "
+                        f"later (TICDC_SINK_HELD_MAX_MESSAGES)",
+                    )
+                except REDIS_TRANSIENT:
+                    raise
+                except Exception as failed:
+                    error = failed
+                    if not isinstance(failed, TicdcSinkError):
+                        self._count_bug(record, failed)
+                else:
+                    self.store.stage_held(held, packed)
+                    staged += 1
                     continue
-                self.store.stage_held(held, [e for e in events if isinstance(e, RowChange)])
-                staged += 1
+                if self.on_error is OnError.HALT:
+                    raise error
+                reason = dead_letter_reason(error)
+                log.warning("dead letter %s offset %d: %s", held.tp.field, held.offset, reason)
+                self.store.dead_letter_held(held, reason)
+                self.dead_letters += 1
+                DEAD_LETTERS.labels(self.store.pipeline).inc()
         return staged
+
+    def _decode_held(self, held: HeldMessage) -> list[RowChange]:
+        """A held message's rows, decoded and checked to pack (as :meth:`prepare` would)."""
+        events = self.large_messages.decode(self.codec, held.key, held.value)
+        rows = [e for e in events if isinstance(e, RowChange)]
+        pack_rows(rows)
+        return rows
+
+    def _count_bug(self, record: Record, error: Exception) -> None:
+        """Log and count an exception no codec raises on purpose."""
+        tp, offset = record[0], record[1]
+        log.error(
+            "bug: %s offset %d raised %s", tp.field, offset, type(error).__name__, exc_info=error
+        )
+        DECODE_BUGS.labels(self.store.pipeline).inc()
 
     def _staged_offsets(self, records: Sequence[Record]) -> dict[TopicPartition, int]:
         """The last staged offset of each partition in ``records`` (-1: none). Redis is asked
@@ -215,21 +271,38 @@ class MessageStager:
         whether it was dead-lettered; a held or dead-lettered message queues its own command."""
         tp, offset, key, value = record
         try:
-            events = self.large_messages.decode(self.codec, key, value or b"")
+            return self._stage_in_python(record, change)
         except NotYetDecodableError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             round_trip.hold(tp, offset, key, value or b"", missing.commit_ts)
             return StagedMessage(offset), False, 0
-        except DecodeError as error:
+        except REDIS_TRANSIENT:
+            # An outage (the Simple codec reads its schema cache), not the message's fault:
+            # the line waits it out and prepares the batch again.
+            raise
+        except TicdcSinkError as error:
             return self._quarantine(record, error, round_trip), False, 1
+        except Exception as error:
+            # No codec raises this on purpose: the message still goes to the dead letters (one
+            # message never stops its partition), and the bug is logged and counted.
+            self._count_bug(record, error)
+            return self._quarantine(record, error, round_trip), False, 1
+
+    def _stage_in_python(
+        self, record: Record, change: PartitionChange
+    ) -> tuple[StagedMessage, bool, int]:
+        """:meth:`_decode_in_python` of a message that decodes; what fails raises, and nothing
+        of ``change`` is counted before the message has been decoded, checked and packed."""
+        tp, offset, key, value = record
+        events = self.large_messages.decode(self.codec, key, value or b"")
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
         commit_ts = [c.commit_ts for c in rows] + [d.commit_ts for d in ddls]
         if 0 in commit_ts:
             # Canal-JSON without TiCDC's extension: no commit ts, so no order and no watermark.
-            no_ts = DecodeError(self.codec.protocol, NO_COMMIT_TS)
-            return self._quarantine(record, no_ts, round_trip), False, 1
+            raise DecodeError(self.codec.protocol, NO_COMMIT_TS)
+        packed = pack_rows(rows)
         if self.idle_marks:
             self._check_late(tp, offset, commit_ts)
         change.rows += len(rows)
@@ -239,7 +312,7 @@ class MessageStager:
             change.ddl_ts = max(highest, change.ddl_ts or highest)
         schemas = bool(ddls) or any(isinstance(e, Bootstrap) for e in events)
         watermark = max(marks) if marks else None
-        return StagedMessage(offset, pack_rows(rows), ddls, watermark), schemas, 0
+        return StagedMessage(offset, packed, ddls, watermark), schemas, 0
 
     def _check_late(self, tp: TopicPartition, offset: int, commit_ts: list[int]) -> None:
         """Log changes at or below the watermark a quiet partition was moved to: the sink may
@@ -258,14 +331,16 @@ class MessageStager:
             )
 
     def _quarantine(
-        self, record: Record, error: DecodeError, round_trip: StagingRoundTrip
+        self, record: Record, error: Exception, round_trip: StagingRoundTrip
     ) -> StagedMessage:
-        """A message that cannot be staged: halt, or dead-letter it and go on."""
+        """A message that cannot be staged: halt, or dead-letter it, naming the exception's type
+        and reason, and go on."""
         if self.on_error is OnError.HALT:
             raise error
         tp, offset, key, value = record
-        log.warning("dead letter %s offset %d: %s", tp.field, offset, error)
-        round_trip.dead_letter(tp, offset, key, value, str(error))
+        reason = dead_letter_reason(error)
+        log.warning("dead letter %s offset %d: %s", tp.field, offset, reason)
+        round_trip.dead_letter(tp, offset, key, value, reason)
         # The offset still counts as staged, so a replay does not dead-letter it twice.
         return StagedMessage(offset)
 
@@ -290,3 +365,14 @@ class MessageStager:
                 PARTITION_WATERMARK.labels(self.store.pipeline, tp.topic, str(tp.partition)).set(
                     tso_seconds(mark)
                 )
+
+
+def dead_letter_reason(error: BaseException) -> str:
+    """What a dead letter says of the error that made it: the exception's type and its reason,
+    on one line (a message's own line breaks become "; ")."""
+    try:
+        said = str(error)[:DEAD_LETTER_REASON_CHARS]
+    except Exception:  # an exception whose own text fails: its type still names it
+        said = ""
+    text = "; ".join(part.strip() for part in said.splitlines() if part.strip())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

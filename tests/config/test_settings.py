@@ -276,6 +276,7 @@ FLAT_NAMES = [
     "downstream_ssl_mode",
     "event_loop",
     "group",
+    "held_max_messages",
     "jdbc_jar",
     "kafka",
     "kafka_sasl_mechanism",

@@ -321,7 +321,7 @@ def test_a_model_the_native_side_does_not_build_is_refused(resolved: type, nativ
         b'{"u":{"a":{"t":3,"v":1},"b":{"t":15,"v":"x"}},"p":{"b":{"t":15,"v":"y"},"a":{"t":3}}}',
         # A column named twice (a dict keeps the last value, in the first place).
         b'{"d":{"a":{"t":3,"v":1},"b":{"t":3,"v":2},"a":{"t":8,"v":3}}}',
-        b'{"u":{"big":{"t":8,"f":32,"v":18446744073709551615},"neg":{"t":8,"v":-9223372036854775808}}}',
+        b'{"u":{"big":{"t":8,"f":160,"v":18446744073709551615},"neg":{"t":8,"v":-9223372036854775808}}}',
     ],
 )
 def test_packed_rows_are_packed_decoded_rows(body: bytes) -> None:

@@ -44,6 +44,10 @@ class MemoryStore:
         self.held_messages.remove(held)
         self.late_rows += rows
 
+    def dead_letter_held(self, held: HeldMessage, error: str) -> None:
+        self.held_messages.remove(held)
+        self.dead.append((held.tp, held.offset, error))
+
     def trim_dead_letters(self, max_entries: int) -> int:
         extra = max(0, len(self.dead) - max_entries)
         del self.dead[:extra]

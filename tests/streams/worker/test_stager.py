@@ -3,6 +3,8 @@ trip), and over the real Redis (dead letters, halting, Simple DML before its sch
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 import redis
@@ -271,3 +273,93 @@ def test_a_dml_before_its_schema_is_held_even_where_bad_input_halts() -> None:
     assert [held.offset for held in store.held_messages] == [0]
     assert store.dead == []
     assert store.offsets[TP] == 1
+
+
+class _Raising:
+    """A codec that decodes nothing and raises ``error`` (a bug no codec means to raise)."""
+
+    protocol = "open"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def decode(self, key: bytes | None, value: bytes) -> list[Any]:
+        raise self.error
+
+    def decode_packed_many(self, messages: Any) -> list[None]:
+        return [None] * len(messages)
+
+
+def _canal_insert(value: str) -> bytes:
+    row = RowChange(TS, "db", "t", Op.INSERT, {"id": column_type(8, 10)}, {"id": 5}, None)
+    (message,) = codec_for("canal-json").encode([row])
+    return message.value.replace(b'"id":"5"', b'"id":"%s"' % value.encode())
+
+
+@pytest.mark.parametrize("value", [str(1 << 64), str(-(1 << 63) - 1)])
+def test_an_integer_past_its_type_is_one_dead_letter_and_the_partition_goes_on(value: str) -> None:
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("canal-json"), OnError.DEADLETTER)
+    good = _canal_insert("7")
+    batch = stage_batch(stager, [(TP, 0, None, _canal_insert(value)), (TP, 1, None, good)])
+    ((tp, offset, error),) = store.dead
+    assert (tp, offset) == (TP, 0)
+    assert error.startswith("DecodeError: canal-json: bad value") and "out of range" in error
+    assert batch.changes[TP].rows == 1 and store.offsets == {TP: 1}
+
+
+@pytest.mark.parametrize("bug", [OverflowError("Integer value out of range"), RecursionError()])
+def test_an_unexpected_exception_is_a_dead_letter_logged_and_counted_as_a_bug(
+    bug: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    from prometheus_client import REGISTRY
+
+    store = MemoryStore(pipeline=f"bugs-{type(bug).__name__}")
+    stager = MessageStager(store, _Raising(bug), OnError.DEADLETTER)  # type: ignore[arg-type]
+    stage_batch(stager, [(TP, 0, None, b"x"), (TP, 1, None, b"y")])
+    assert [(offset, error.split(":")[0]) for _, offset, error in store.dead] == [
+        (0, type(bug).__name__),
+        (1, type(bug).__name__),
+    ]
+    assert (
+        REGISTRY.get_sample_value("ticdc_sink_decode_bugs_total", {"pipeline": store.pipeline}) == 2
+    )
+    assert "bug: topic:0 offset 0" in caplog.text
+    halting = MessageStager(MemoryStore(), _Raising(bug), OnError.HALT)  # type: ignore[arg-type]
+    with pytest.raises(type(bug)):
+        stage_batch(halting, [(TP, 0, None, b"x")])
+
+
+def test_a_redis_outage_while_decoding_is_waited_out_not_dead_lettered() -> None:
+    store = MemoryStore()
+    stager = MessageStager(store, _Raising(redis.ConnectionError("gone")), OnError.DEADLETTER)  # type: ignore[arg-type]
+    with pytest.raises(redis.ConnectionError):
+        stage_batch(stager, [(TP, 0, None, b"x")])
+    assert store.dead == []
+
+
+def test_a_held_message_whose_schema_never_comes_is_dead_lettered_past_the_bound() -> None:
+    _, dml, watermark, _ = simple_messages()
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("simple"), OnError.DEADLETTER, held_max_messages=3)
+    stage_batch(stager, [(TP, 0, None, dml.value), (TP, 1, None, watermark.value)])
+    stager.retry_held()
+    assert [h.offset for h in store.held_messages] == [0] and store.dead == []
+    stage_batch(stager, [(TP, offset, None, watermark.value) for offset in (2, 3)])
+    stager.retry_held()
+    assert store.held_messages == []
+    ((tp, offset, error),) = store.dead
+    assert (tp, offset) == (TP, 0)
+    assert "no table schema yet for db.t" in error and "TICDC_SINK_HELD_MAX_MESSAGES" in error
+
+
+def test_a_held_message_that_fails_once_its_schema_comes_is_dead_lettered() -> None:
+    bootstrap, dml, _, _ = simple_messages()
+    bad = dml.value.replace(b'"id":"5"', b'"id":"%d"' % (1 << 40))
+    store = MemoryStore()
+    stager = MessageStager(store, codec_for("simple"), OnError.DEADLETTER)
+    stage_batch(stager, [(TP, 0, None, bad)])
+    stage_batch(stager, [(TP, 1, None, bootstrap.value)])
+    assert store.held_messages == [] and store.late_rows == []
+    ((_, offset, error),) = store.dead
+    assert offset == 0 and "out of range for a LONG column" in error

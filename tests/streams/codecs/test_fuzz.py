@@ -1,0 +1,44 @@
+"""The differential fuzzer (tests/streams/codecs/fuzz.py) on a short budget: mutations of each
+protocol's real TiCDC-encoded messages raise nothing but the project's own errors, take no
+longer than the hang guard, and decode natively exactly as in Python (``make fuzz`` runs the
+long budget)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.native import native_module
+from tests.conftest import shared_folder
+from tests.streams.codecs.fuzz import PROTOCOLS, PYTHON_ONLY, Sides, Tally, check, fuzz, table
+
+MUTATIONS = 10_000
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_mutations_are_refused_by_project_errors_or_decoded_alike(protocol: str) -> None:
+    if protocol in PYTHON_ONLY and native_module() is None:
+        pytest.skip("no native wheel: nothing to compare the Python codec with")
+    folder = shared_folder("conformance")
+    tally = fuzz(protocol, MUTATIONS, folder=folder)
+    assert tally.clean, table([tally]) + "\n" + "\n".join(tally.failures)
+    # A fuzzer whose mutations all decode, or none, is not exercising the codec.
+    assert tally.refused > MUTATIONS // 10 and tally.accepted > MUTATIONS // 100
+
+
+@pytest.mark.usefixtures("native")
+def test_a_disagreement_and_a_foreign_exception_are_counted() -> None:
+    sides = Sides("open")
+    tally = Tally("open")
+
+    class Broken:
+        def decode(self, key: bytes | None, value: bytes) -> list[object]:
+            raise OverflowError("not a project error")
+
+    sides.python = Broken()  # type: ignore[assignment]
+    check(sides, (b"", b""), tally)
+    assert (tally.mutations, tally.other_exceptions) == (1, 1)
+    sides = Sides("open")
+    sides.python.decode = lambda key, value: []  # type: ignore[method-assign]
+    resolved = (1).to_bytes(8, "big") + (14).to_bytes(8, "big") + b'{"ts":5,"t":3}'
+    check(sides, (resolved, b""), tally)
+    assert tally.disagreements == 1 and not tally.clean

@@ -1,0 +1,93 @@
+"""Poison messages at the head of every partition, then a normal workload: the worker never exits,
+each poison message is one dead letter, and the workload replicates row-exact."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from config.settings import Settings
+from core.redis_client import redis_client
+from core.staging import Staging
+from streams.codecs import KafkaMessage
+from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
+    applied_resolved_ts,
+    assert_replicated,
+    pipeline_env,
+    pipeline_running,
+    wait_for,
+)
+from ticdc_sink.produce import expected_state, scenario_messages, send
+from ticdc_sink.scenario import Scenario
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 3
+DEEP = 1_000
+# Low, so that the message whose schema never comes is dead-lettered within the workload.
+HELD_MAX_MESSAGES = 20
+
+
+def _poison(first_insert: dict[str, Any]) -> list[bytes]:
+    """One Simple message of each class, made from the workload's first INSERT (its table's
+    schema comes only later in the partition, so those of its table are held first)."""
+
+    def insert(**changes: Any) -> bytes:
+        return orjson.dumps({**first_insert, **changes})
+
+    data = first_insert["data"]
+    # Written as text: orjson does not write what is nested this deep.
+    deep = b"[" * DEEP + b"1" + b"]" * DEEP
+    return [
+        # Integers past 64 bits, either way, in the integer key.
+        insert(data={**data, "id": str(1 << 64)}),
+        insert(data={**data, "id": str(-(1 << 63) - 1)}),
+        # A value nested 1,000 deep (orjson reads up to 1,024).
+        b'{"version":1,"type":"WATERMARK","commitTs":' + deep + b',"buildTs":0}',
+        # A row that is not an object.
+        insert(data=[1, 2]),
+        # Held for a schema that never comes.
+        insert(table="never_announced"),
+    ]
+
+
+@ON_EVERY_SERVER
+def test_poison_at_the_head_of_every_partition_is_dead_lettered_and_the_rest_replicates(
+    pipeline: Settings, unique: str, tmp_path: Path
+) -> None:
+    scenario = Scenario(seed=31, transactions=120, schema=unique)
+    messages, final = scenario_messages(scenario, "simple", PARTITIONS, seed=31)
+    first_insert = next(
+        body for _, m in messages if (body := orjson.loads(m.value)).get("type") == "INSERT"
+    )
+    poison = _poison(first_insert)
+    head = [(p, KafkaMessage(None, value)) for p in range(PARTITIONS) for value in poison]
+    asyncio.run(send(pipeline, unique, PARTITIONS, head + messages))
+    expected = tmp_path / "expected.json"
+    expected.write_bytes(orjson.dumps(expected_state(scenario)))
+    env = pipeline_env(pipeline, "simple", TICDC_SINK_HELD_MAX_MESSAGES=str(HELD_MAX_MESSAGES))
+    with pipeline_running(env) as (worker, sink):
+        wait_for(
+            lambda: applied_resolved_ts(pipeline) >= final or worker.poll() is not None,
+            "the workload applied",
+        )
+        assert worker.poll() is None, "the worker exited"
+        assert sink.poll() is None, "the sink exited"
+    assert_replicated(pipeline, expected)
+    staging = Staging(redis_client(pipeline), unique)
+    letters = staging.dead_letters.entries()
+    assert sorted((d.tp.partition, d.offset) for d in letters) == [
+        (p, offset) for p in range(PARTITIONS) for offset in range(len(poison))
+    ]
+    reasons = {d.offset: d.error for d in letters if d.tp.partition == 0}
+    assert "is out of range for a" in reasons[0]
+    assert "is out of range for a" in reasons[1]
+    assert reasons[2].startswith("DecodeError: simple: ") and len(reasons[2]) < 300
+    assert "'data' must be an object" in reasons[3]
+    assert "TICDC_SINK_HELD_MAX_MESSAGES" in reasons[4]
+    assert staging.held() == []
