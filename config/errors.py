@@ -123,6 +123,10 @@ class LargeMessageError(DecodeError):
     its claim-check object is unreadable, or its handle-key-only row cannot be read upstream."""
 
 
+class HaltedError(TicdcSinkError):
+    """The worker stopped at a message it could not stage, as ``TICDC_SINK_ON_ERROR=halt`` asks."""
+
+
 class EncodeError(TicdcSinkError):
     """Events cannot be encoded under a protocol (a value of the wrong type, say)."""
 

@@ -16,6 +16,7 @@ from typing import IO, Any
 import orjson
 
 from config.choices import LogFormat, LogLevel
+from config.errors import TicdcSinkError
 
 # Libraries whose INFO records are start-up chatter (Faust's services starting one by one, the
 # Kafka client's connections, py4j's gateway): they log WARNING and above unless DEBUG is asked.
@@ -121,6 +122,19 @@ class _LibraryRepeatFilter(logging.Filter):
         return True
 
 
+class _RetoldErrorFilter(logging.Filter):
+    """Drops a library's retelling of an error of ours: the error says all in its own one line
+    (a worker's halt names the message), and Faust's crash record of it adds its traceback, then
+    a "Reraising original exception" notice before the one line the command ends with."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("ticdc_sink"):
+            return True
+        if record.exc_info and isinstance(record.exc_info[1], TicdcSinkError):
+            return False
+        return "We experienced a crash!" not in str(record.msg)
+
+
 def configure_logging(
     level: LogLevel = LogLevel.INFO,
     log_format: LogFormat = LogFormat.TEXT,
@@ -133,6 +147,7 @@ def configure_logging(
     handler.setFormatter(JsonFormatter() if log_format is LogFormat.JSON else TextFormatter())
     handler.addFilter(_PipelineFilter(pipeline))
     handler.addFilter(_LibraryRepeatFilter())
+    handler.addFilter(_RetoldErrorFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

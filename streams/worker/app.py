@@ -14,6 +14,7 @@ import functools
 import logging
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,15 @@ COMMIT_INTERVAL_S = 1.0
 COMMIT_EVERY = 5_000
 
 
-def build_app(settings: Settings, staging: Staging) -> Any:
+@dataclass(frozen=True, slots=True)
+class WorkerApp:
+    """The Faust app of a worker, and the staging line its messages go to."""
+
+    app: Any
+    line: StagingLine
+
+
+def build_app(settings: Settings, staging: Staging) -> WorkerApp:
     """The Faust app of one pipeline, staging the messages of ``TICDC_SINK_TOPICS``."""
     app = faust_app(settings)
     stager = MessageStager(
@@ -68,7 +77,7 @@ def build_app(settings: Settings, staging: Staging) -> Any:
     _connect_signals(app, stager, line)
     Timers(app, settings, staging, stager, redis_outage).schedule()
     _add_status_page(app, settings, staging)
-    return app
+    return WorkerApp(app, line)
 
 
 def faust_app(settings: Settings) -> Any:

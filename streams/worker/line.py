@@ -68,6 +68,8 @@ class StagingLine:
         )
         self._decoded: asyncio.Queue[Decoded] = asyncio.Queue(LINE_WAITING)
         self._tasks: list[asyncio.Future[None]] = []
+        # The error that stopped the line (and the worker), if one did.
+        self.failure: Exception | None = None
 
     async def submit(self, records: Sequence[Record], acknowledge: Acknowledge) -> None:
         """Queue a batch; waits while :data:`LINE_WAITING` batches wait already."""
@@ -91,7 +93,11 @@ class StagingLine:
         except asyncio.CancelledError:
             raise
         except Exception as error:
-            log.error("staging stopped: %s", error)
+            # The worker stops without committing past what is staged; run_worker raises the
+            # error once Faust has stopped (ours, as a halt's, in one line naming the message).
+            if self.failure is None:
+                self.failure = error
+                log.error("staging stopped: %s", error)
             await self._app.crash(error)
             raise
 

@@ -58,15 +58,21 @@ def _run_worker(settings: Settings) -> int:
         raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
     for warning in protocol_warnings(settings):
         log.warning("%s", warning)
-    app = build_app(settings, staging)
+    built = build_app(settings, staging)
     _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
-    worker = Worker(app, quiet=True, override_logging=False)
+    worker = Worker(built.app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
     worker.spinner = None
     # Each fetched chunk makes Faust messages and records by the thousand (core/collector.py).
     collect_rarely()
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        # Faust ends every run with SystemExit; a line that stopped (a halt) makes it a failure.
+        if built.line.failure is not None:
+            raise built.line.failure from None
+        raise
     return 0
 
 

@@ -16,8 +16,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.errors import DecodeError, NotYetDecodableError, TicdcSinkError
-from config.settings import OnError, default_of
+from config.errors import DecodeError, HaltedError, NotYetDecodableError, TicdcSinkError
+from config.settings import OnError, default_of, env_name
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import Bootstrap, DDLEvent, Resolved, RowChange
 from core.packed import pack_rows
@@ -335,10 +335,13 @@ class MessageStager:
     ) -> StagedMessage:
         """A message that cannot be staged: halt, or dead-letter it, naming the exception's type
         and reason, and go on."""
-        if self.on_error is OnError.HALT:
-            raise error
         tp, offset, key, value = record
         reason = dead_letter_reason(error)
+        if self.on_error is OnError.HALT:
+            raise HaltedError(
+                f"stopped at the bad message at {tp.field} offset {offset} "
+                f"({env_name('on_error')}=halt): {reason}"
+            ) from error
         log.warning("dead letter %s offset %d: %s", tp.field, offset, reason)
         round_trip.dead_letter(tp, offset, key, value, reason)
         # The offset still counts as staged, so a replay does not dead-letter it twice.

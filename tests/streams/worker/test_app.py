@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,7 +18,7 @@ from core.model import DDLEvent, Resolved, RowChange
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.transport import HANDLER_BATCH
-from tests.ticdc_sink.pipelines import start_worker
+from tests.ticdc_sink.pipelines import pipeline_env, spawn, start_worker
 from ticdc_sink.produce import send
 from workload import make_rows
 
@@ -96,19 +98,32 @@ async def test_worker_stages_every_partition_in_order(
 
 
 async def test_halt_stops_the_worker_at_the_first_bad_message(
-    redis_client: redis.Redis, settings: Any, topic: str, staging: Staging, unique: str
+    redis_client: redis.Redis,
+    settings: Any,
+    topic: str,
+    staging: Staging,
+    unique: str,
+    tmp_path: Path,
 ) -> None:
     rows = make_rows(1_000, seed=17)
     # Each partition: a DDL, 64 rows, then garbage, then the rest and a resolved event.
     await _produce(settings, topic, _messages(rows, "open", bad=True))
-    worker = start_worker(settings, topic, unique, TICDC_SINK_ON_ERROR="halt")
+    configured = settings.updated({"group": unique, "topics": (topic,)})
+    log = tmp_path / "worker.log"
+    worker = spawn("worker", pipeline_env(configured, "open", TICDC_SINK_ON_ERROR="halt"), log)
     try:
-        worker.wait(timeout=90)
+        code = worker.wait(timeout=90)
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGTERM)
             worker.wait(timeout=60)
             pytest.fail("the worker went on past a bad message under halt")
+    # One line names the message, and the worker's last says why it stopped; no crash trace.
+    text = log.read_text(errors="replace")
+    assert code == 1, text
+    assert "Traceback" not in text and "crash" not in text.lower(), text
+    assert re.search(rf"stopped at the bad message at {topic}:\d offset \d+", text), text
+    assert text.rstrip().splitlines()[-1].startswith("ticdc-sink worker: "), text
     # It had started (it records the partition counts first) and stopped at the garbage.
     assert len(staging.partitions()) == PARTITIONS
     assert redis_client.xlen(staging.keys.dead_letters) == 0

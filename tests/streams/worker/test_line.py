@@ -11,7 +11,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from config.errors import DecodeError
+from config.errors import DecodeError, HaltedError
 from config.settings import OnError
 from core.model import Op, Resolved, RowChange, column_type
 from core.outage import Outage
@@ -128,6 +128,9 @@ async def test_a_failed_line_stops_the_worker(staging: Staging) -> None:
     await line.submit([(TP, 0, b"\x00" * 8, b"junk")], _acknowledger(staging, acked, 0))
     await _until(lambda: app.crashed is not None)
     await line.close()
-    assert isinstance(app.crashed, DecodeError)
+    # The worker's own error names the message; run_worker raises it once Faust has stopped.
+    assert app.crashed is line.failure
+    assert isinstance(line.failure, HaltedError)
+    assert isinstance(line.failure.__cause__, DecodeError)
     assert acked == []
     assert staging.staged_offset(TP) is None

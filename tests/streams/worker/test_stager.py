@@ -11,7 +11,7 @@ import redis
 from hypothesis import given
 from hypothesis import strategies as st
 
-from config.errors import DecodeError
+from config.errors import HaltedError
 from config.settings import OnError
 from core.model import Op, Resolved, RowChange, column_type
 from core.staging import Staging, TopicPartition
@@ -68,7 +68,7 @@ def test_bad_messages_are_dead_lettered_and_the_partition_goes_on(
 @pytest.mark.integration
 def test_halt_mode_stops_on_a_bad_message(staging: Staging) -> None:
     stager = MessageStager(staging, codec_for("open"), OnError.HALT)
-    with pytest.raises(DecodeError):
+    with pytest.raises(HaltedError, match=r"at topic:0 offset 0 \(TICDC_SINK_ON_ERROR=halt\)"):
         stage_batch(stager, [(TP, 0, b"\x00" * 8, b"junk")])
     assert staging.staged_offset(TP) is None
 
@@ -122,7 +122,7 @@ def test_canal_json_without_the_tidb_extension_is_dead_lettered_by_name(
     assert letter[1][b"offset"] == b"0"
     assert list(staging.release(0, TS)) == [row]
     halting = MessageStager(staging, codec_for("canal-json"), OnError.HALT)
-    with pytest.raises(DecodeError, match="no commit ts"):
+    with pytest.raises(HaltedError, match="no commit ts"):
         stage_batch(halting, [(TP, 2, None, orjson.dumps(plain))])
 
 
@@ -326,7 +326,7 @@ def test_an_unexpected_exception_is_a_dead_letter_logged_and_counted_as_a_bug(
     )
     assert "bug: topic:0 offset 0" in caplog.text
     halting = MessageStager(MemoryStore(), _Raising(bug), OnError.HALT)  # type: ignore[arg-type]
-    with pytest.raises(type(bug)):
+    with pytest.raises(HaltedError, match=type(bug).__name__):
         stage_batch(halting, [(TP, 0, None, b"x")])
 
 
