@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import socket
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -86,6 +88,8 @@ def faust_app(settings: Settings) -> Any:
     return faust.App(
         settings.group,
         **faust_broker(settings),
+        # What Kafka names the group's member by, so that `status` tells the workers apart.
+        broker_client_id=f"ticdc-sink-worker-{socket.gethostname()}-{os.getpid()}",
         key_serializer="raw",
         value_serializer="raw",
         processing_guarantee="at_least_once",
