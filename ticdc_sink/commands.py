@@ -148,6 +148,7 @@ def recover(args: argparse.Namespace) -> int:
 
 def produce(args: argparse.Namespace) -> int:
 
+    from ticdc_sink.dispatchers import Dispatcher
     from ticdc_sink.produce import check_expected_path, run_produce
 
     check_expected_path(Path(args.expected), Path(DEFAULT_EXPECTED))
@@ -165,6 +166,7 @@ def produce(args: argparse.Namespace) -> int:
         Path(args.expected),
         args.duplicates,
         args.schema,
+        dispatcher=Dispatcher(args.dispatcher),
     )
     print(f"sent {sent} messages to {topic}; final resolved ts {final}")
     print(f"expected downstream state: {args.expected}")

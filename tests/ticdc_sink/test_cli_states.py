@@ -129,6 +129,7 @@ def test_tls_against_a_plaintext_port_is_one_line_naming_the_setting(
         (["produce", "--partitions", "0"], "argument --partitions: 0 is not a positive number"),
         (["produce", "--partitions", "-2"], "argument --partitions: -2 is not a positive number"),
         (["produce", "--duplicates", "2"], "argument --duplicates: 2 is not a share between"),
+        (["produce", "--dispatcher", "key"], "argument --dispatcher: invalid choice: 'key'"),
         (["skip-ddl", "--ts", str(1 << 64)], f"argument --ts: {1 << 64} is not a commit ts"),
         (["skip-ddl", "--ts", "0"], "argument --ts: 0 is not a commit ts"),
     ],
