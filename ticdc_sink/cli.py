@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         "skip-ddl", help="make the sink skip a DDL the downstream refuses (by its commit ts)"
     )
     skip_ddl.add_argument("--ts", type=_tso, required=True, help="the DDL's commit ts")
+    skip_ddl.add_argument(
+        "--replace", action="store_true", help="replace a skip asked for before, not done yet"
+    )
     skip_ddl.set_defaults(handler=commands.skip_ddl)
 
     recover = subcommands.add_parser(

@@ -130,9 +130,13 @@ def apply(args: argparse.Namespace) -> int:
 
 
 def skip_ddl(args: argparse.Namespace) -> int:
+    from core.redis_client import redis_client
+    from core.staging import Staging
     from spark_sink.ddl.skip import request_skip_ddl
 
-    print(request_skip_ddl(checked_settings(args, downstream=True), args.ts))
+    settings = checked_settings(args, redis=True, downstream=True)
+    staging = Staging(redis_client(settings), settings.group)
+    print(request_skip_ddl(settings, staging, args.ts, replace=args.replace))
     return 0
 
 
