@@ -43,7 +43,8 @@ from core.staging import Staging
 from spark_sink.db.checkpoint import CheckpointWatch
 from spark_sink.db.connection import connect
 from streams.codecs import codec_for
-from ticdc_sink.produce import partition_of, run_produce, send
+from ticdc_sink.dispatchers import Dispatcher, partition_of
+from ticdc_sink.produce import run_produce, send
 from ticdc_sink.scenario import Scenario
 
 PARTITIONS = 4
@@ -117,7 +118,7 @@ def throughput(
     expected = Path(".ticdc-sink") / f"{run.group}.json"
     _, final = run_produce(
         run, run.group, "open", PARTITIONS, transactions, seed=5, expected=expected,
-        schema=run.group,
+        schema=run.group, dispatcher=Dispatcher.INDEX_VALUE,
     )  # fmt: skip
     history = list(Scenario(seed=5, transactions=transactions).history())
     changes = sum(len(t.rows) for t in history)
@@ -192,7 +193,8 @@ def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
             if txn.ddl is not None:
                 batch += [(p, m) for p in range(PARTITIONS) for m in codecs[p].encode([txn.ddl])]
             for row in txn.rows:
-                p = partition_of(row, PARTITIONS)
+                # By key, as a changefeed with `index-value` dispatches: rows over every partition.
+                p = partition_of(row, PARTITIONS, Dispatcher.INDEX_VALUE)
                 batch += [(p, m) for m in codecs[p].encode([row])]
             sent_rows += len(txn.rows)
             if time.monotonic() >= next_resolved:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import struct
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from config.settings import Settings
@@ -10,21 +12,46 @@ from core.kafka_client import kafka_options
 from core.staging import Staging, TopicPartition
 from core.tso import describe_tso, tso_fields
 
+# A partition's owner when Kafka cannot say (a rebalance under way, the group not readable).
+UNKNOWN_OWNER = "unknown"
+
+
+@dataclass(frozen=True)
+class KafkaView:
+    """What Kafka says of the pipeline's partitions: the group's committed offsets, the log end
+    offsets, and which member of the group holds each partition (None: the group has none)."""
+
+    committed: dict[TopicPartition, int | None]
+    ends: dict[TopicPartition, int]
+    owners: dict[TopicPartition, str | None]
+
 
 async def kafka_offsets(
     settings: Settings, partitions: list[TopicPartition]
 ) -> tuple[dict[TopicPartition, int | None], dict[TopicPartition, int]]:
     """The group's committed offset and the log end offset of each partition."""
+    view = await kafka_view(settings, partitions)
+    return view.committed, view.ends
+
+
+async def kafka_view(settings: Settings, partitions: list[TopicPartition]) -> KafkaView:
+    """Offsets and owners of ``partitions`` (see :class:`KafkaView`)."""
     if not partitions:
-        return {}, {}
+        return KafkaView({}, {}, {})
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as KafkaTP
     from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import KafkaError
 
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         committed_raw = await admin.list_consumer_group_offsets(settings.group)
+        try:
+            described = await admin.describe_consumer_groups([settings.group])
+            groups = [group for response in described for group in response.to_object()["groups"]]
+        except KafkaError:
+            groups = []
     finally:
         await admin.close()
     consumer = AIOKafkaConsumer(**kafka_options(settings))
@@ -37,7 +64,43 @@ async def kafka_offsets(
         tp: (meta.offset if (meta := committed_raw.get(KafkaTP(tp.topic, tp.partition))) else None)
         for tp in partitions
     }
-    return committed, {tp: ends[KafkaTP(tp.topic, tp.partition)] for tp in partitions}
+    return KafkaView(
+        committed,
+        {tp: ends[KafkaTP(tp.topic, tp.partition)] for tp in partitions},
+        partition_owners(groups[0] if groups else None, partitions),
+    )
+
+
+def partition_owners(
+    group: dict[str, Any] | None, partitions: list[TopicPartition]
+) -> dict[TopicPartition, str | None]:
+    """Each partition's owner, as ``client id@host``, from the group's DescribeGroups entry:
+    None when the group has no member, :data:`UNKNOWN_OWNER` when members hold it but Kafka
+    does not say which (a rebalance under way, an assignment it cannot read, no entry)."""
+    if group is not None and not group["members"]:
+        return dict.fromkeys(partitions)
+    held: dict[TopicPartition, str] = {}
+    for member in group["members"] if group is not None else []:
+        owner = f"{member['client_id']}@{member['client_host'].lstrip('/')}"
+        for tp in assigned(member["member_assignment"]):
+            held[tp] = owner
+    return {tp: held.get(tp, UNKNOWN_OWNER) for tp in partitions}
+
+
+def assigned(assignment: bytes) -> list[TopicPartition]:
+    """The partitions of a consumer-protocol member assignment (none while it is empty or not
+    of that protocol)."""
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    try:
+        decoded = ConsumerProtocolMemberAssignment.decode(assignment)
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return []
+    return [
+        TopicPartition(topic, partition)
+        for topic, partitions in decoded.assignment
+        for partition in partitions
+    ]
 
 
 def snapshot(
@@ -46,9 +109,11 @@ def snapshot(
     ends: dict[TopicPartition, int],
     checkpoint_ts: int | None,
     now: float | None = None,
+    owners: dict[TopicPartition, str | None] | None = None,
 ) -> dict[str, Any]:
     """The status document (the ``--json`` form): every TSO with its UTC time and age at
-    ``now`` (default: the clock), Kafka lag in messages."""
+    ``now`` (default: the clock), Kafka lag in messages, each partition's owner in ``owners``
+    (:data:`UNKNOWN_OWNER` for one it lacks; None: no member of the group holds it)."""
     now = time.time() if now is None else now
     marks = staging.watermarks()
     # Simple messages waiting for their table schema: each caps its partition's watermark.
@@ -63,7 +128,7 @@ def snapshot(
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
-                "owner": None,
+                "owner": UNKNOWN_OWNER if owners is None else owners.get(tp, UNKNOWN_OWNER),
                 "watermark": mark,
                 "watermark_time": tso_fields(mark, now)["time"],
                 "staged_rows": staging.staged_rows(tp),
@@ -109,16 +174,36 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
-        "{:24} {:>24} {:>8} {:>6} {:>10} {:>10} {:>14}".format(
-            "partition", "watermark (UTC)", "staged", "held", "committed", "end", "lag (messages)"
+        "{:24} {:>24} {:>8} {:>6} {:>10} {:>10} {:>14}  {}".format(
+            "partition",
+            "watermark (UTC)",
+            "staged",
+            "held",
+            "committed",
+            "end",
+            "lag (messages)",
+            "owner",
         ),
     ]
     for row in document["partitions"]:
         name = f"{row['topic']}:{row['partition']}"
-        mark = row["watermark_time"] or "-"
+        cells = [
+            _cell(row[field])
+            for field in (
+                "watermark_time",
+                "staged_rows",
+                "held_messages",
+                "committed_offset",
+                "high_watermark",
+            )
+        ]
         lines.append(
-            f"{name:24} {mark:>24} {row['staged_rows']:>8} {row['held_messages']:>6} "
-            f"{row['committed_offset']!s:>10} {row['high_watermark']!s:>10} "
-            f"{row['lag_messages']!s:>14}"
+            f"{name:24} {cells[0]:>24} {cells[1]:>8} {cells[2]:>6} {cells[3]:>10} {cells[4]:>10} "
+            f"{_cell(row['lag_messages']):>14}  {_cell(row['owner'], none='none')}"
         )
     return "\n".join(lines)
+
+
+def _cell(value: object, none: str = "-") -> str:
+    """A value of the table: ``none`` for a value Kafka or Redis does not have."""
+    return none if value is None else str(value)

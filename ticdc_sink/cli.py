@@ -17,6 +17,7 @@ from config.logs import configure_logging
 from config.settings import Protocol
 from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__, commands
+from ticdc_sink.dispatchers import Dispatcher
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_SIGNALLED
 
 log = logging.getLogger("ticdc_sink.cli")
@@ -150,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
         "skip-ddl", help="make the sink skip a DDL the downstream refuses (by its commit ts)"
     )
     skip_ddl.add_argument("--ts", type=_tso, required=True, help="the DDL's commit ts")
+    skip_ddl.add_argument(
+        "--replace", action="store_true", help="replace a skip asked for before, not done yet"
+    )
     skip_ddl.set_defaults(handler=commands.skip_ddl)
 
     recover = subcommands.add_parser(
@@ -181,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="chance, 0 to 1, that an earlier message is sent again after each flush",
     )
     produce.add_argument("--schema", default="shop", help="upstream database of the workload")
+    produce.add_argument(
+        "--dispatcher",
+        choices=[d.value for d in Dispatcher],
+        default="default",
+        help="TiCDC's partition dispatcher for rows (default: TiCDC's own, by table)",
+    )
     produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)
 

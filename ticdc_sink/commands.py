@@ -130,9 +130,13 @@ def apply(args: argparse.Namespace) -> int:
 
 
 def skip_ddl(args: argparse.Namespace) -> int:
+    from core.redis_client import redis_client
+    from core.staging import Staging
     from spark_sink.ddl.skip import request_skip_ddl
 
-    print(request_skip_ddl(checked_settings(args, downstream=True), args.ts))
+    settings = checked_settings(args, redis=True, downstream=True)
+    staging = Staging(redis_client(settings), settings.group)
+    print(request_skip_ddl(settings, staging, args.ts, replace=args.replace))
     return 0
 
 
@@ -148,6 +152,7 @@ def recover(args: argparse.Namespace) -> int:
 
 def produce(args: argparse.Namespace) -> int:
 
+    from ticdc_sink.dispatchers import Dispatcher
     from ticdc_sink.produce import check_expected_path, run_produce
 
     check_expected_path(Path(args.expected), Path(DEFAULT_EXPECTED))
@@ -165,6 +170,7 @@ def produce(args: argparse.Namespace) -> int:
         Path(args.expected),
         args.duplicates,
         args.schema,
+        dispatcher=Dispatcher(args.dispatcher),
     )
     print(f"sent {sent} messages to {topic}; final resolved ts {final}")
     print(f"expected downstream state: {args.expected}")

@@ -1,6 +1,7 @@
 """`ticdc-sink produce`: write a scenario to Kafka the way a TiCDC changefeed does.
 
-Rows go to the partition of their key's hash; DDL and resolved events go to every partition;
+Rows go to the partition TiCDC's partition dispatcher gives them (``dispatchers.py``: by table
+unless told otherwise, as TiCDC's default); DDL and resolved events go to every partition;
 each partition's codec batches as TiCDC's does (16 rows per Open Protocol message). Optionally a
 share of messages is sent twice and older resolved events are replayed, as TiCDC does after its
 own restarts. The expected downstream state is written to a JSON file for `ticdc-sink verify`.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -24,17 +24,11 @@ from core.model import ColumnType, MySQLType, Resolved, RowChange, Value
 from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
-from ticdc_sink.scenario import KEYLESS_TABLES, KEYS, START_TS, Scenario
+from ticdc_sink.dispatchers import Dispatcher, partition_of
+from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
-
-
-def partition_of(row: RowChange, partitions: int) -> int:
-    """TiCDC's default dispatch: by the hash of the row's key (the same key, the same partition)."""
-    image = row.new if row.new is not None else row.old
-    key = tuple((image or {}).get(name) for name in KEYS.get(row.table, ()))
-    return zlib.crc32(repr((row.schema, row.table, key)).encode()) % partitions
 
 
 def scenario_messages(
@@ -43,6 +37,7 @@ def scenario_messages(
     partitions: int,
     duplicates: float = 0.0,
     seed: int = 1,
+    dispatcher: Dispatcher = Dispatcher.DEFAULT,
 ) -> tuple[list[tuple[int, KafkaMessage]], int]:
     """Every message of the scenario with its partition, in send order, and the last resolved ts."""
     rng = random.Random(seed)
@@ -83,7 +78,7 @@ def scenario_messages(
             last_ts = txn.commit_ts
             continue
         for row in txn.rows:
-            pending[partition_of(row, partitions)].append(row)
+            pending[partition_of(row, partitions, dispatcher)].append(row)
         last_ts = txn.commit_ts
         if count % RESOLVED_EVERY == 0:
             flush(last_ts)
@@ -173,10 +168,13 @@ def run_produce(
     duplicates: float = 0.0,
     schema: str = "shop",
     start_ts: int = START_TS,
+    dispatcher: Dispatcher = Dispatcher.DEFAULT,
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts)."""
     scenario = Scenario(seed=seed, transactions=transactions, schema=schema, start_ts=start_ts)
-    messages, final = scenario_messages(scenario, protocol, partitions, duplicates, seed)
+    messages, final = scenario_messages(
+        scenario, protocol, partitions, duplicates, seed, dispatcher
+    )
     asyncio.run(send(settings, topic, partitions, messages))
     expected.parent.mkdir(parents=True, exist_ok=True)
     expected.write_bytes(orjson.dumps(expected_state(scenario, protocol)))

@@ -14,7 +14,7 @@ from core.redis_client import redis_client
 from core.staging import Staging
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
-from streams.status import kafka_offsets, render, snapshot
+from streams.status import kafka_view, render, snapshot
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
 NOT_YET_CREATED = frozenset({1049, 1146})
@@ -40,8 +40,14 @@ def read_checkpoint(settings: Settings) -> int | None:
 def run_status(settings: Settings, as_json: bool) -> int:
     """Print the pipeline's status; exit code 0, or an error when a store cannot be read."""
     staging = Staging(redis_client(settings), settings.group)
-    committed, ends = asyncio.run(kafka_offsets(settings, staging.partitions()))
-    document = snapshot(staging, committed, ends, checkpoint_ts=read_checkpoint(settings))
+    kafka = asyncio.run(kafka_view(settings, staging.partitions()))
+    document = snapshot(
+        staging,
+        kafka.committed,
+        kafka.ends,
+        checkpoint_ts=read_checkpoint(settings),
+        owners=kafka.owners,
+    )
     print(orjson.dumps(document).decode() if as_json else render(document))
     if not document["partitions"] and not as_json:
         print("no partitions known yet: a worker records them from Kafka's metadata at start")

@@ -108,7 +108,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
         sink_for(settings, staging).run_once()
     # The operator skips it: recorded in the checkpoint, counted, and the sink goes on.
     before = skipped(unique, "skip-ddl")
-    assert str(ts) in request_skip_ddl(settings, ts)
+    assert str(ts) in request_skip_ddl(settings, staging, ts)
     later = upstream.ddl(missing, None, f"CREATE DATABASE `{missing}`")
     assert sink.run_once() == later
     assert sink.target.checkpoint().ddl_ts == later
@@ -207,7 +207,9 @@ def test_rows_of_a_table_missing_downstream_stop_the_sink(pipeline: Any, unique:
     assert skipping.run_once() == last
 
 
-def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> None:
+def test_skip_ddl_refuses_what_the_sink_could_never_meet(
+    pipeline: Any, unique: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     from ticdc_sink.cli import main
     from ticdc_sink.exit_codes import EXIT_BAD_INPUT
 
@@ -215,10 +217,34 @@ def test_skip_ddl_refuses_a_ts_already_applied(pipeline: Any, unique: str) -> No
     database = f"{unique}_up"
     applied = upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
     assert sink_for(settings, staging).run_once() == applied
+    first = upstream.ddl(database, "a", "CREATE TABLE a (id INT PRIMARY KEY)")
+    second = upstream.ddl(database, "b", "CREATE TABLE b (id INT PRIMARY KEY)")
     env = {"TICDC_SINK_GROUP": unique, "TICDC_SINK_META_DB": settings.downstream.meta_db}
+
+    def refused(argv: list[str]) -> str:
+        assert main(argv) == EXIT_BAD_INPUT
+        (line,) = capsys.readouterr().err.splitlines()
+        return line
+
     with pytest.MonkeyPatch.context() as patch:
         for name, value in env.items():
             patch.setenv(name, value)
-        assert main(["skip-ddl", "--ts", str(applied)]) == EXIT_BAD_INPUT
-        assert main(["skip-ddl", "--ts", "0"]) == EXIT_BAD_INPUT
-        assert main(["skip-ddl", "--ts", str(applied + 1)]) == 0
+        assert refused(["skip-ddl", "--ts", str(applied)]) == (
+            f"ticdc-sink skip-ddl: --ts {applied}: pipeline {unique} has already applied the "
+            f"DDL up to ts {applied}"
+        )
+        assert refused(["skip-ddl", "--ts", str(first + 1)]).startswith(
+            f"ticdc-sink skip-ddl: --ts {first + 1}: no DDL is staged at that commit ts in "
+            f"pipeline {unique!r}"
+        )
+        assert main(["skip-ddl", "--ts", str(first)]) == 0
+        # Asking for the same skip again changes nothing; another one would drop it.
+        assert main(["skip-ddl", "--ts", str(first)]) == 0
+        capsys.readouterr()
+        assert refused(["skip-ddl", "--ts", str(second)]) == (
+            f"ticdc-sink skip-ddl: --ts {second}: pipeline {unique} is already to skip the DDL "
+            f"at ts {first}, not reached yet; give --replace to skip this one instead"
+        )
+        assert sink_for(settings, staging).target.checkpoint().skip_ddl_ts == first
+        assert main(["skip-ddl", "--ts", str(second), "--replace"]) == 0
+    assert sink_for(settings, staging).target.checkpoint().skip_ddl_ts == second

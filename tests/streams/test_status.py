@@ -9,7 +9,7 @@ from core.model import Resolved
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
-from streams.status import render, snapshot
+from streams.status import UNKNOWN_OWNER, partition_owners, render, snapshot
 from streams.worker.stager import MessageStager
 from tests.streams.worker.records import simple_messages, stage_batch
 
@@ -73,19 +73,63 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
                 "committed_offset": 1,
                 "high_watermark": 5,
                 "lag_messages": 4,
-            }
+                "owner": "faust-0.15.3@10.0.0.7",
+            },
+            {
+                "topic": "t",
+                "partition": 1,
+                "watermark": None,
+                "watermark_time": None,
+                "staged_rows": 0,
+                "held_messages": 0,
+                "committed_offset": None,
+                "high_watermark": 0,
+                "lag_messages": 0,
+                "owner": None,
+            },
         ],
     }
     text = render(document, now=NOW)
     assert f"global resolved ts  {TS} (2024-04-11T01:31:12.265Z, 10.0 s ago)" in text
     assert "checkpoint ts       none recorded yet" in text
     assert "lag (messages)" in text
-    assert text.splitlines()[-1].split() == [
-        "t:0",
-        "2024-04-11T01:31:12.265Z",
-        "3",
-        "2",
-        "1",
-        "5",
-        "4",
-    ]
+    held, free = text.splitlines()[-2:]
+    assert held.split() == [
+        "t:0", "2024-04-11T01:31:12.265Z", "3", "2", "1", "5", "4", "faust-0.15.3@10.0.0.7"
+    ]  # fmt: skip
+    assert free.split() == ["t:1", "-", "0", "0", "-", "0", "0", "none"]
+    assert "None" not in text
+
+
+def _member(client: str, host: str, assignment: bytes) -> dict[str, object]:
+    return {"client_id": client, "client_host": host, "member_assignment": assignment}
+
+
+def _assignment(topic: str, *partitions: int) -> bytes:
+    from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+
+    return ConsumerProtocolMemberAssignment(4, [(topic, list(partitions))], b"faust").encode()
+
+
+def test_each_partition_is_owned_by_the_member_kafka_assigned_it_to() -> None:
+    tps = [TopicPartition("t", n) for n in range(3)]
+    group = {
+        "state": "Stable",
+        "members": [
+            _member("faust-0.15.3", "/10.0.0.7", _assignment("t", 0, 2)),
+            _member("faust-0.15.3", "/10.0.0.8", _assignment("t", 1)),
+        ],
+    }
+    assert partition_owners(group, tps) == {
+        tps[0]: "faust-0.15.3@10.0.0.7",
+        tps[1]: "faust-0.15.3@10.0.0.8",
+        tps[2]: "faust-0.15.3@10.0.0.7",
+    }
+
+
+def test_an_owner_kafka_cannot_name_is_unknown_and_no_member_is_none() -> None:
+    tps = [TopicPartition("t", 0)]
+    rebalancing = {"state": "CompletingRebalance", "members": [_member("c", "/h", b"")]}
+    assert partition_owners(rebalancing, tps) == {tps[0]: UNKNOWN_OWNER}
+    assert partition_owners(None, tps) == {tps[0]: UNKNOWN_OWNER}
+    assert partition_owners({"state": "Empty", "members": []}, tps) == {tps[0]: None}

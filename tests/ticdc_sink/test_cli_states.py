@@ -129,6 +129,7 @@ def test_tls_against_a_plaintext_port_is_one_line_naming_the_setting(
         (["produce", "--partitions", "0"], "argument --partitions: 0 is not a positive number"),
         (["produce", "--partitions", "-2"], "argument --partitions: -2 is not a positive number"),
         (["produce", "--duplicates", "2"], "argument --duplicates: 2 is not a share between"),
+        (["produce", "--dispatcher", "key"], "argument --dispatcher: invalid choice: 'key'"),
         (["skip-ddl", "--ts", str(1 << 64)], f"argument --ts: {1 << 64} is not a commit ts"),
         (["skip-ddl", "--ts", "0"], "argument --ts: 0 is not a commit ts"),
     ],
@@ -278,6 +279,12 @@ def test_a_reader_gone_from_stdout_ends_decode_quietly(conformance: Path) -> Non
             "no dead letter '1-0' in pipeline '{group}' (see: list)",
         ),
         (["recover", "--dry-run"], 2, "TICDC_SINK_TOPICS: topic '{group}' not found"),
+        (
+            ["skip-ddl", "--ts", "5"],
+            2,
+            "--ts 5: no pipeline '{group}': no checkpoint downstream and nothing staged in Redis"
+            " (check TICDC_SINK_GROUP)",
+        ),
     ],
 )
 def test_an_unknown_or_empty_pipeline(
@@ -293,6 +300,11 @@ def test_an_unknown_or_empty_pipeline(
         _needs_kafka()
     try:
         assert main(argv) == code
+        if argv[0] == "skip-ddl":
+            # A refused skip leaves nothing behind downstream.
+            with mariadb_connect() as conn, conn.cursor() as cursor:
+                cursor.execute("SHOW DATABASES LIKE %s", (f"{unique}_meta",))
+                assert cursor.fetchone() is None
     finally:
         with mariadb_connect() as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -11,6 +13,7 @@ import orjson
 import pytest
 
 from config.settings import Settings
+from core.kafka_client import kafka_options
 from spark_sink.db.checkpoint import CheckpointTable
 
 pytestmark = pytest.mark.integration
@@ -62,3 +65,44 @@ def test_the_checkpoint_shows_with_its_time_and_lag(
     finally:
         with mariadb_connect() as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+def test_a_partition_a_worker_holds_shows_its_owner_never_none(
+    settings: Settings, unique: str, staging: Any, tmp_path: Any
+) -> None:
+    from tests.ticdc_sink.pipelines import start_worker, stop, wait_for
+    from ticdc_sink.produce import run_produce
+
+    configured = settings.updated({"group": unique, "topics": (unique,)})
+    run_produce(configured, unique, "open", 2, 5, seed=1, expected=tmp_path / "expected.json")
+    worker = start_worker(settings, unique, unique)
+    documents: list[dict[str, Any]] = []
+
+    def owned() -> bool:
+        assert worker.poll() is None, "the worker stopped"
+        documents.append(orjson.loads(_status(unique, "--json").stdout))
+        owners = [row["owner"] for row in documents[-1]["partitions"]]
+        return len(owners) == 2 and all(owner not in (None, "unknown") for owner in owners)
+
+    try:
+        wait_for(owned, "the worker to hold both partitions", timeout=90)
+        text = _status(unique).stdout
+    finally:
+        stop(worker)
+        asyncio.run(_delete_topic(configured, unique))
+    # The worker's Kafka client id (its host and pid), and the host Kafka saw it connect from.
+    for row in documents[-1]["partitions"]:
+        assert re.fullmatch(r"ticdc-sink-worker-[\w.-]+-\d+@127\.0\.0\.1", row["owner"])
+    assert "None" not in text
+    assert text.splitlines()[-1].endswith(f"  {row['owner']}")
+
+
+async def _delete_topic(settings: Settings, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
+    await admin.start()
+    try:
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
