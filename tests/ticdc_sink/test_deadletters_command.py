@@ -74,7 +74,7 @@ def test_list_show_and_export(
     assert entry in out and "orders:1@5" in out
     assert main(["deadletters", "show", entry]) == 0
     out = capsys.readouterr().out
-    assert "orders:1 offset 5" in out and "error      open:" in out
+    assert "orders:1 offset 5" in out and "error      DecodeError: open:" in out
     assert main(["deadletters", "export", "--output", str(tmp_path / "out.jsonl")]) == 0
     (line,) = (tmp_path / "out.jsonl").read_text().splitlines()
     assert orjson.loads(line)["offset"] == 5

@@ -39,7 +39,7 @@ def test_entries_read_back_whole_and_go_one_by_one_or_all(staging: Staging) -> N
     store = staging.dead_letters
     first, _ = store.entries()
     assert (first.tp, first.offset, first.key, first.value) == (TP, 7, b"\x01\x02", b"\xff junk")
-    assert first.error.startswith("open:")
+    assert first.error.startswith("DecodeError: open:")
     assert first.time.endswith("Z")
     assert store.get(first.id) == first
     document = first.document()
