@@ -3,28 +3,17 @@ MariaDB: a retry after a commit whose reply was lost does not apply the batch tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from config.settings import Settings
-from core.staging import Staging
 from spark_sink.db.connection import connect
 from spark_sink.target import Target
 
 pytestmark = pytest.mark.integration
 
 TS = 449_200_000_000_000_000
-
-
-@pytest.fixture
-def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
-    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
-    staging.set_partition_count("topic", 1)
-    yield configured
-    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 
 
 def test_a_batch_whose_commit_reply_was_lost_is_not_applied_twice(

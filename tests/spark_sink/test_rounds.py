@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,15 +19,6 @@ from spark_sink.target import Target
 pytestmark = pytest.mark.integration
 
 TS = 449_200_000_000_000_000
-
-
-@pytest.fixture
-def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
-    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
-    staging.set_partition_count("topic", 1)
-    yield configured
-    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 
 
 def test_a_round_counts_its_stages_under_its_pipeline(

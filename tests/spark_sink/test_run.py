@@ -29,15 +29,6 @@ SINK_LOG = logging.getLogger("ticdc_sink.sink")
 TS = 449_200_000_000_000_000
 
 
-@pytest.fixture
-def pipeline(settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
-    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
-    staging.set_partition_count("topic", 1)
-    yield configured
-    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
-
-
 def test_an_idle_sink_whose_connection_was_cut_goes_on(
     pipeline: Settings, staging: Staging, redis_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
