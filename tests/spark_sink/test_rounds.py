@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,10 +14,9 @@ from core.staging import Staging
 from spark_sink.db.connection import connect
 from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
+from tests.spark_sink.keyed import TS, keyed_rows
 
 pytestmark = pytest.mark.integration
-
-TS = 449_200_000_000_000_000
 
 
 def test_a_round_counts_its_stages_under_its_pipeline(
@@ -26,18 +24,7 @@ def test_a_round_counts_its_stages_under_its_pipeline(
 ) -> None:
     from prometheus_client import REGISTRY
 
-    from core.model import ColumnFlag, Op, RowChange, column_type
-    from core.staging import TopicPartition
-
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
-    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
-    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
-    rows = [
-        RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
-        for i in range(1, 4)
-    ]
-    staging.stage(TopicPartition("topic", 0), 0, rows, watermark=TS + 3)
+    keyed_rows(pipeline, staging, scratch_db)(0, 1, 3)
     assert SinkLoop(pipeline, staging, Target(pipeline)).run_once() == TS + 3
     for stage in ("release", "plan", "wait"):
         labels = {"pipeline": pipeline.group, "stage": stage}
@@ -63,29 +50,6 @@ class RecordingStaging(Staging):
     def trim(self, checkpoint: int) -> int:
         self.trimmed.append((checkpoint, threading.current_thread().name))
         return super().trim(checkpoint)
-
-
-def keyed_rows(
-    pipeline: Settings, staging: Staging, scratch_db: str
-) -> Callable[[int, int, int], None]:
-    """A keyed table, and what stages its rows ``first..last`` (commit ts TS + id, watermark
-    at the last) as the message at ``offset``."""
-    from core.model import ColumnFlag, Op, RowChange, column_type
-    from core.staging import TopicPartition
-
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
-    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
-    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
-
-    def stage(offset: int, first: int, last: int) -> None:
-        rows = [
-            RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
-            for i in range(first, last + 1)
-        ]
-        staging.stage(TopicPartition("topic", 0), offset, rows, watermark=TS + last)
-
-    return stage
 
 
 def arriving_rounds(

@@ -13,20 +13,19 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from core.model import ColumnFlag, Op, RowChange, column_type
 from core.outage import Outage
-from core.staging import Staging, TopicPartition
+from core.staging import Staging
 from spark_sink.db.connection import connect
 from spark_sink.leader import LeaderLock
 from spark_sink.load import spark_start
 from spark_sink.loop import SinkLoop
 from spark_sink.run import lead, run_sink
 from spark_sink.target import Target
+from tests.spark_sink.keyed import keyed_rows
 
 pytestmark = pytest.mark.integration
 
 SINK_LOG = logging.getLogger("ticdc_sink.sink")
-TS = 449_200_000_000_000_000
 
 
 def test_an_idle_sink_whose_connection_was_cut_goes_on(
@@ -65,18 +64,6 @@ def own_signal_handlers() -> Iterator[None]:
         signal.signal(signum, handler)
 
 
-def three_rows_staged(pipeline: Settings, staging: Staging, scratch_db: str) -> None:
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE `{scratch_db}`.keyed (id INT PRIMARY KEY, v VARCHAR(8))")
-    key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
-    columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
-    rows = [
-        RowChange(TS + i, scratch_db, "keyed", Op.INSERT, columns, {"id": i, "v": "x"}, None)
-        for i in range(1, 4)
-    ]
-    staging.stage(TopicPartition("topic", 0), 0, rows, watermark=TS + 3)
-
-
 def applied(pipeline: Settings, scratch_db: str) -> int:
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM `{scratch_db}`.keyed")
@@ -92,7 +79,7 @@ def test_a_small_batch_never_waits_for_spark_to_start(
 ) -> None:
     """Only a table of TICDC_SINK_SPARK_MIN_ROWS rows or more loads through Spark: a batch of
     three rows is applied while Spark's start is still blocked."""
-    three_rows_staged(pipeline, staging, scratch_db)
+    keyed_rows(pipeline, staging, scratch_db)(0, 1, 3)
     release = threading.Event()
     built: list[bool] = []
 
@@ -120,7 +107,7 @@ def test_a_sink_whose_batches_need_no_spark_never_starts_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Spark's JVM (seconds of CPU, hundreds of MiB) starts only for a load through Spark."""
-    three_rows_staged(pipeline, staging, scratch_db)
+    keyed_rows(pipeline, staging, scratch_db)(0, 1, 3)
     asked: list[bool] = []
 
     def counted_build(*_: Any, **__: Any) -> Any:
