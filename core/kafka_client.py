@@ -10,6 +10,15 @@ from config.settings import Settings, env_name
 from config.tls import client_context
 
 
+def kafka_addresses(settings: Settings) -> list[tuple[str, int]]:
+    """The bootstrap servers as (host, port), an IPv6 host without its brackets."""
+    found = []
+    for server in settings.kafka.bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        found.append((host.strip("[]"), int(port)))
+    return found
+
+
 def kafka_ssl_context(settings: Settings) -> ssl.SSLContext | None:
     """The TLS context of SSL and SASL_SSL (None for plaintext protocols)."""
     if not settings.kafka.security_protocol.tls:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 from config.errors import UnreachableError
 from config.settings import Settings, env_name, masked
+from core.kafka_client import kafka_addresses
 from core.outage import RETRY_FIRST_S, Outage, next_delay
 from core.redis_client import redis_client
 
@@ -62,14 +63,22 @@ def wait_for_kafka(settings: Settings) -> None:
     """One of the Kafka bootstrap servers accepts a connection (Faust does the rest)."""
 
     def probe() -> None:
-        errors = []
-        for server in settings.kafka.bootstrap.split(","):
-            host, _, port = server.rpartition(":")
-            try:
-                socket.create_connection((host.strip("[]"), int(port)), PROBE_TIMEOUT_S).close()
-                return
-            except OSError as error:
-                errors.append(error)
-        raise errors[-1]
+        error = tcp_refusal(kafka_addresses(settings), PROBE_TIMEOUT_S)
+        if error is not None:
+            raise error
 
     wait_for("Kafka", settings.kafka.bootstrap, probe, settings.startup_timeout)
+
+
+def tcp_refusal(addresses: list[tuple[str, int]], timeout: float) -> OSError | None:
+    """None when one of ``addresses`` takes a TCP connection within ``timeout`` seconds, else
+    the error of the last one tried."""
+    refusal: OSError = ConnectionRefusedError("no address to connect to")
+    for address in addresses:
+        try:
+            socket.create_connection(address, timeout).close()
+        except OSError as error:
+            refusal = error
+        else:
+            return None
+    return refusal

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 
 from config.names import env_name
 from config.settings import Settings
+from core.kafka_client import kafka_addresses
+from core.startup import tcp_refusal
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 
 # A one-shot command's wait for a service's TCP port before it calls it unreachable.
@@ -42,14 +44,6 @@ def redis_address(settings: Settings) -> tuple[str, int]:
     return parts.hostname or "127.0.0.1", parts.port or 6379
 
 
-def kafka_addresses(settings: Settings) -> list[tuple[str, int]]:
-    found = []
-    for server in settings.kafka.bootstrap.split(","):
-        host, _, port = server.strip().rpartition(":")
-        found.append((host.strip("[]"), int(port)))
-    return found
-
-
 def unreachable(setting: str, service: str, addresses: list[tuple[str, int]], why: str) -> str:
     where = ", ".join(f"{host}:{port}" for host, port in addresses)
     return f"{env_name(setting)}: cannot reach {service} at {where} ({why})"
@@ -57,17 +51,12 @@ def unreachable(setting: str, service: str, addresses: list[tuple[str, int]], wh
 
 def _tcp_problem(addresses: list[tuple[str, int]]) -> str | None:
     """None when one of ``addresses`` takes a TCP connection, else why the last did not."""
-    why = "no address"
-    for address in addresses:
-        try:
-            socket.create_connection(address, timeout=REACH_TIMEOUT_S).close()
-        except OSError as error:
-            why = error.strerror or type(error).__name__
-            if isinstance(error, TimeoutError | socket.timeout):
-                why = f"no answer in {REACH_TIMEOUT_S:g} s"
-        else:
-            return None
-    return why
+    error = tcp_refusal(addresses, REACH_TIMEOUT_S)
+    if error is None:
+        return None
+    if isinstance(error, TimeoutError | socket.timeout):
+        return f"no answer in {REACH_TIMEOUT_S:g} s"
+    return error.strerror or type(error).__name__
 
 
 def check_reachable(
