@@ -62,8 +62,12 @@ def test_poison_at_the_head_of_every_partition_is_dead_lettered_and_the_rest_rep
 ) -> None:
     scenario = Scenario(seed=31, transactions=120, schema=unique)
     messages, final = scenario_messages(scenario, "simple", PARTITIONS, seed=31)
+    # Of a table with an integer key: which table's row comes first depends on the partition
+    # its schema name hashes to, and the keyless table has no 'id' to overflow.
     first_insert = next(
-        body for _, m in messages if (body := orjson.loads(m.value)).get("type") == "INSERT"
+        body
+        for _, m in messages
+        if (body := orjson.loads(m.value)).get("type") == "INSERT" and "id" in body["data"]
     )
     poison = _poison(first_insert)
     head = [(p, KafkaMessage(None, value)) for p in range(PARTITIONS) for value in poison]
