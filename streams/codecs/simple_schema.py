@@ -163,8 +163,16 @@ def schema_from_types(
         for name, kind in types.items()
     )
     keys = tuple(name for name, kind in types.items() if kind.flags & ColumnFlag.PRIMARY_KEY)
-    indexes = (IndexSchema("primary", True, True, False, keys),) if keys else ()
-    return TableSchema(schema, table, 0, version, columns, indexes)
+    indexes = [IndexSchema("primary", True, True, False, keys)] if keys else []
+    # The flags do not say which columns share an index, so each flagged column gets one of its
+    # own: enough for column_types to give every column its flags back.
+    for name, kind in types.items():
+        nullable = bool(kind.flags & ColumnFlag.NULLABLE)
+        if kind.flags & ColumnFlag.UNIQUE_KEY and not kind.flags & ColumnFlag.PRIMARY_KEY:
+            indexes.append(IndexSchema(f"uk_{name}", True, False, nullable, (name,)))
+        if kind.flags & ColumnFlag.MULTIPLE_KEY:
+            indexes.append(IndexSchema(f"idx_{name}", False, False, nullable, (name,)))
+    return TableSchema(schema, table, 0, version, columns, tuple(indexes))
 
 
 def _decimal(value: Any) -> int | None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.model import Bootstrap, Event
+from core.model import Bootstrap, ColumnFlag, Event, MySQLType, Op, RowChange, column_type
 from streams.codecs import codec_for
 from streams.codecs.compression import Compression
 from streams.codecs.simple import SimpleJSONCodec
@@ -46,3 +46,24 @@ def test_simple_with_large_message_compression(method: Compression, event: Event
     decoder = SimpleJSONCodec(compression=method)
     decoded = [e for m in encoder.encode([event]) for e in decoder.decode(None, m.value)]
     assert decoded[-1] == event
+
+
+def test_simple_encoder_announces_a_table_once_while_its_column_types_stay() -> None:
+    """A unique or indexed column keeps its flags through the schema the encoder announces, so
+    the table's next rows are described by it and need no new schema version."""
+    flag = ColumnFlag
+    columns = {
+        "id": column_type(MySQLType.LONG, flag.PRIMARY_KEY | flag.HANDLE_KEY),
+        "email": column_type(MySQLType.VARCHAR, flag.UNIQUE_KEY),
+        "tag": column_type(MySQLType.VARCHAR, flag.NULLABLE | flag.MULTIPLE_KEY),
+    }
+    rows = [
+        RowChange(ts, "s", "t", Op.INSERT, columns, {"id": ts, "email": "e", "tag": None}, None)
+        for ts in (1, 2, 3)
+    ]
+    codec = SimpleJSONCodec()
+    messages = [m for row in rows for m in codec.encode([row])]
+    decoder = SimpleJSONCodec()
+    decoded = [event for m in messages for event in decoder.decode(m.key, m.value)]
+    assert [type(event).__name__ for event in decoded] == ["Bootstrap"] + ["RowChange"] * 3
+    assert [event for event in decoded if isinstance(event, RowChange)] == rows
