@@ -53,7 +53,13 @@ from config.reading import read_values
 from config.routes import Route as Route
 from config.routes import parse_routes as parse_routes
 from config.routes import parse_table_patterns as parse_table_patterns
-from config.validation import TlsFiles, check_kafka_security, check_redis_tls, explain
+from config.validation import (
+    TlsFiles,
+    check_kafka_security,
+    check_redis_cluster_url,
+    check_redis_tls,
+    explain,
+)
 
 # A text or secret setting left empty is not set (a file path, a user name, a password).
 UNSET = ""
@@ -212,6 +218,14 @@ class RedisSettings(SettingsGroup):
         description="staging Redis: `redis://`, `rediss://` (TLS) or `unix://`, optionally "
         "`user:password@`",
     )
+    # One server is what `services up` starts; a cluster is asked for, as redis-py's
+    # RedisCluster is a client of its own.
+    cluster: bool = Field(
+        default=False,
+        alias="redis_cluster",
+        description="`true`: the URL names a node of a Redis Cluster (a managed cluster's "
+        "configuration endpoint); the client finds the others and follows MOVED/ASK",
+    )
     # Unset: the URL's own password, if it has one.
     password: SecretStr = Field(
         default=NO_SECRET,
@@ -259,6 +273,8 @@ class RedisSettings(SettingsGroup):
             ("redis_ssl_key", self.ssl_key),
         )
         check_redis_tls(self.url, files)
+        if self.cluster:
+            check_redis_cluster_url(self.url)
         return self
 
     def __repr_args__(self) -> Any:

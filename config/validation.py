@@ -69,6 +69,18 @@ def check_redis_tls(url: str, files: TlsFiles) -> None:
     files.check()
 
 
+def check_redis_cluster_url(url: str) -> None:
+    """A cluster is reached over TCP and has database 0 only."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        raise ValueError(f"{env_name('redis_cluster')} needs a redis:// or rediss:// address")
+    if parts.path.strip("/") not in ("", "0"):
+        raise ValueError(
+            f"a Redis Cluster has database 0 only; {env_name('redis_url')} names "
+            f"{parts.path.strip('/')}"
+        )
+
+
 def explain(exc: ValidationError, values: Mapping[str, Any], names: Names) -> str:
     """The one line a failed validation of the raw ``values`` (by setting name) prints: each
     error with its variable and the value given, secrets masked."""

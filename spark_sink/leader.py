@@ -15,6 +15,7 @@ import uuid
 import redis
 
 from core.outage import Outage
+from core.redis_client import RedisClient
 from core.staging import Keys
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -35,7 +36,7 @@ return 0
 class LeaderLock:
     """``SET NX PX`` lease; each acquisition gets a larger epoch, recorded with the checkpoint."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, lease_ms: int = LEASE_MS) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, lease_ms: int = LEASE_MS) -> None:
         self.client = client
         self.key = keys.leader
         self.epoch_key = keys.leader_epoch

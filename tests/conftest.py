@@ -18,6 +18,7 @@ import redis
 
 from config.settings import Settings, load_settings
 from core.kafka_client import kafka_options
+from core.redis_client import RedisClient
 from core.redis_client import redis_client as make_redis_client
 from spark_sink.db.connection import connect as downstream_connect
 
@@ -88,7 +89,7 @@ async def kafka_admin(settings: Settings) -> AsyncIterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def redis_client(settings: Settings) -> Iterator[redis.Redis]:
+def redis_client(settings: Settings) -> Iterator[RedisClient]:
     client = make_redis_client(settings)
     try:
         client.ping()
@@ -96,6 +97,54 @@ def redis_client(settings: Settings) -> Iterator[redis.Redis]:
         service_missing("Redis", exc)
     yield client
     client.close()
+
+
+# What a test parametrized over the staging store runs against (see ``redis_of``).
+REDIS_KINDS = ["single", "cluster"]
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_settings(settings: Settings) -> Settings:
+    """The settings with the Redis Cluster of `services up --cluster` as the staging store; its
+    nodes are started (once per session) when they do not answer."""
+    from config.errors import ServiceError
+    from ticdc_sink.services.cluster import cluster_settings, redis_cluster_up
+
+    try:
+        redis_cluster_up()
+    except ServiceError as exc:
+        service_missing("the Redis Cluster", exc, start="ticdc-sink services up --cluster")
+    chosen = {k: v for k, v in cluster_settings().items() if k.startswith("TICDC_SINK_REDIS")}
+    return load_settings(environ={**os.environ, **chosen})
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_client(redis_cluster_settings: Settings) -> Iterator[RedisClient]:
+    client = make_redis_client(redis_cluster_settings)
+    yield client
+    client.close()
+
+
+def redis_of(request: pytest.FixtureRequest, single: RedisClient) -> RedisClient:
+    """The client a test parametrized over :data:`REDIS_KINDS` runs against: ``single`` (the
+    settings' Redis) or the Redis Cluster's. A module or folder overrides ``redis_client`` with
+    it (``params=REDIS_KINDS``), and every fixture of the test follows (``staging``)."""
+    if request.param == "cluster":
+        cluster: RedisClient = request.getfixturevalue("redis_cluster_client")
+        return cluster
+    return single
+
+
+def redis_env(client: RedisClient) -> dict[str, str]:
+    """The ``TICDC_SINK_REDIS_*`` variables that point a spawned command at ``client``'s Redis
+    (none for the settings' own Redis)."""
+    from redis.cluster import RedisCluster
+
+    from ticdc_sink.services.cluster import cluster_settings
+
+    if not isinstance(client, RedisCluster):
+        return {}
+    return {k: v for k, v in cluster_settings().items() if k.startswith("TICDC_SINK_REDIS")}
 
 
 @pytest.fixture(scope="session")
@@ -181,7 +230,7 @@ def conformance() -> Path:
 
 
 @pytest.fixture
-def staging(redis_client: redis.Redis, unique: str) -> Iterator[Any]:
+def staging(redis_client: RedisClient, unique: str) -> Iterator[Any]:
     """A Redis staging area of this test's own pipeline, deleted afterwards."""
     from core.staging import Staging
 

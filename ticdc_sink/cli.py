@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with up: also TiDB on 127.0.0.1:4000, built from source the first time",
     )
+    services.add_argument(
+        "--cluster",
+        action="store_true",
+        help="with up: also a Redis Cluster on 127.0.0.1:7000-7005 and a 3-broker Kafka on "
+        "127.0.0.1:9192-9194 (settings: <state dir>/cluster.env)",
+    )
     services.set_defaults(handler=commands.services)
 
     decode = subcommands.add_parser("decode", help="print the events of Kafka messages as JSON")

@@ -6,9 +6,8 @@ Every process holds one :class:`Staging`; its parts live in their own modules (`
 
 from __future__ import annotations
 
-import redis
-
 from config.errors import StagingError
+from core.redis_client import RedisClient
 from core.staging.keys import Keys
 from core.staging.layout import LAYOUT_VERSION, as_text
 from core.staging.reader import StagingReader
@@ -35,7 +34,7 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
     """The staging area of one pipeline in Redis (see docs/architecture.md, "The Redis
     contract")."""
 
-    def __init__(self, client: redis.Redis, pipeline: str) -> None:
+    def __init__(self, client: RedisClient, pipeline: str) -> None:
         keys = Keys(pipeline)
         StagingWriter.__init__(self, client, keys)
         WatermarkReader.__init__(self, client, keys)

@@ -18,8 +18,8 @@ from enum import StrEnum
 from typing import Any
 
 import orjson
-import redis
 
+from core.redis_client import RedisClient
 from core.resp import CommandBatch
 from core.staging.keys import TopicPartition
 from core.tso import utc_millis_time
@@ -129,7 +129,7 @@ DeadLetter = MessageLetter | RowLetter
 class DeadLetters:
     """A pipeline's dead-letter stream (``Keys.dead_letters``)."""
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
+    def __init__(self, client: RedisClient, key: str) -> None:
         self.client = client
         self.key = key
 
@@ -180,7 +180,7 @@ class DeadLetters:
 
     def purge(self) -> int:
         """Delete every entry; returns how many there were."""
-        pipe = self.client.pipeline()
+        pipe = self.client.pipeline(transaction=True)
         pipe.xlen(self.key)
         pipe.delete(self.key)
         count, _ = pipe.execute()

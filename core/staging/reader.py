@@ -7,9 +7,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import cast
 
-import redis
-
 from core.model import DDLEvent, RowChange
+from core.redis_client import RedisClient
 from core.staging import scripts
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import (
@@ -50,7 +49,7 @@ class Barrier:
 class StagingReader:
     """What the sink reads from one pipeline's staging area, and what it trims once applied."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, marks: WatermarkReader) -> None:
+    def __init__(self, client: RedisClient, keys: Keys, marks: WatermarkReader) -> None:
         self._client = client
         self.keys = keys
         self._marks = marks

@@ -6,13 +6,13 @@ worker's (``streams/schema_store.py``), so the contract knows nothing of any cod
 
 from __future__ import annotations
 
-import redis
+from core.redis_client import RedisClient
 
 
 class SchemaHash:
     """Schema documents by field, in the pipeline's ``schemas`` hash."""
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
+    def __init__(self, client: RedisClient, key: str) -> None:
         self._client = client
         self._key = key
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import redis
-
+from core.redis_client import RedisClient
 from core.staging import scripts
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import as_bytes, as_text, member_ts
@@ -47,7 +46,7 @@ def min_resolved(marks: dict[TopicPartition, int | None], held: dict[str, int]) 
 class WatermarkReader:
     """Reads of one pipeline's progress."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._client = client
         self.keys = keys
         self._count_rows = client.register_script(scripts.COUNT_ROWS)

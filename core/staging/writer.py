@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-import redis
 
 from core.model import DDLEvent, RowChange
 from core.packed import pack_rows
+from core.redis_client import RedisClient
 from core.resp import Arg, CommandBatch, encode_args
 from core.staging import scripts
 from core.staging.dead_letters import DeadLetters
@@ -43,10 +43,10 @@ class StagingBatch:
     """One round trip of staging commands: messages, held messages and dead letters of a batch,
     queued encoded and sent together by :meth:`send`."""
 
-    def __init__(self, writer: StagingWriter, client: redis.Redis) -> None:
+    def __init__(self, writer: StagingWriter, client: RedisClient) -> None:
         self._writer = writer
         self._client = client
-        self.commands = CommandBatch()
+        self.commands = CommandBatch(writer.keys.offsets)
 
     def stage(self, tp: TopicPartition, messages: Sequence[StagedMessage | FramedMessage]) -> None:
         """Queue consecutive messages of ``tp`` as one transaction."""
@@ -72,12 +72,11 @@ class StagingBatch:
 class StagingWriter:
     """What a worker writes to one pipeline's staging area (and reads back to write it)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+    def __init__(self, client: RedisClient, keys: Keys) -> None:
         self._client = client
         self.keys = keys
         self.dead_letters = DeadLetters(client, keys.dead_letters)
         self._resolve_idle = client.register_script(scripts.RESOLVE_IDLE)
-        self._stage_members = client.register_script(scripts.STAGE_MEMBERS)
 
     @property
     def pipeline(self) -> str:
@@ -108,7 +107,7 @@ class StagingWriter:
         """Stage consecutive messages of ``tp`` in one transaction, each message with its offset
         as one unit: those at or below the staged offset (replays) are skipped. Returns 1 when
         any was staged, else 0."""
-        commands = CommandBatch()
+        commands = CommandBatch(self.keys.offsets)
         zadds = self.queue_messages(tp, messages, commands)
         return commands.execute(self._client)[-1][zadds]
 
@@ -176,7 +175,7 @@ class StagingWriter:
         Its partition's progress stops short of ``commit_ts`` until it is staged, so the sink
         never releases past a change it does not have.
         """
-        commands = CommandBatch()
+        commands = CommandBatch(self.keys.offsets)
         self.queue_hold(tp, offset, key, value, commit_ts, commands)
         commands.execute(self._client)
 
@@ -206,7 +205,7 @@ class StagingWriter:
 
     def stage_held(self, held: HeldMessage, rows: Sequence[RowChange]) -> None:
         """Stage a held message's rows now that it decodes, and let its partition move on."""
-        pipe = self._client.pipeline()
+        pipe = self._client.pipeline(transaction=True)
         self._stage_rows(pipe, held.tp, held.offset, rows)
         # redis-py types list values as text; bytes go as they are.
         pipe.lrem(self.keys.held, 1, held.entry)  # type: ignore[arg-type]
@@ -216,7 +215,7 @@ class StagingWriter:
     def dead_letter_held(self, held: HeldMessage, error: str) -> None:
         """Move a held message to the dead letters (it will never decode), in one transaction,
         and let its partition move on."""
-        commands = CommandBatch()
+        commands = CommandBatch(self.keys.offsets)
         commands.command("MULTI")
         self.dead_letters.add(commands, held.tp, held.offset, held.key, held.value, error)
         commands.command("LREM", self.keys.held, 1, held.entry)
@@ -236,7 +235,7 @@ class StagingWriter:
         """Stage the rows of a message behind its partition's staged offset (a dead letter
         replayed once fixed); returns how many were not staged already. The sink releases them
         only while its checkpoint is below their commit ts: the caller checks."""
-        pipe = self._client.pipeline()
+        pipe = self._client.pipeline(transaction=True)
         self._stage_rows(pipe, tp, offset, rows)
         results = pipe.execute()
         return int(results[-1]) if results else 0
@@ -251,11 +250,9 @@ class StagingWriter:
             args: list[Arg] = [LAYOUT_VERSION]
             for member in members:
                 args += [member, member_row_count(member)]
-            self._stage_members(
-                keys=[self.keys.rows(tp), self.keys.staged, self.keys.layout],
-                args=args,
-                client=pipe,
-            )
+            keys = [self.keys.rows(tp), self.keys.staged, self.keys.layout]
+            # EVAL, not a registered script: a cluster transaction loads none (and has no .eval()).
+            pipe.execute_command("EVAL", scripts.STAGE_MEMBERS, len(keys), *keys, *args)
 
     def resolve_idle(self, tp: TopicPartition, staged_offset: int, watermark: int) -> bool:
         """Move ``tp``'s watermark to ``watermark`` as a resolved event at ``staged_offset``

@@ -190,17 +190,28 @@ class LocalService(ABC):
     def up(self) -> ServiceState:
         """Start the service unless it already answers; wait until it answers and is ready.
         Whatever fails is one line naming the service and where to read more."""
+        return self.finish_up(self.launch())
+
+    def launch(self) -> subprocess.Popen[bytes] | None:
+        """Start the service's process unless it already answers (None then), without waiting
+        for it: nodes of a cluster answer only once enough of them run."""
         if self.answers():
-            self._wait_ready(time.monotonic() + START_TIMEOUT_S)
-            return self.state()
+            return None
         try:
             self.install()
             self.home.mkdir(parents=True, exist_ok=True)
             self.tmp_dir.mkdir(exist_ok=True)
             self.prepare()
-            process = self._start()
+            return self._start()
         except (ServiceError, OSError) as exc:
             raise ServiceError(f"{self.name} did not start: {_reason(exc)}") from None
+
+    def finish_up(self, process: subprocess.Popen[bytes] | None) -> ServiceState:
+        """Wait until what :meth:`launch` started (``process``; None: it answered already)
+        answers and is ready."""
+        if process is None:
+            self._wait_ready(time.monotonic() + START_TIMEOUT_S)
+            return self.state()
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.answers():
             if process.poll() is not None:

@@ -56,6 +56,11 @@ class KafkaService(LocalService):
             "data": self.home / "data",
         }
 
+    def cluster_id(self) -> str:
+        """The KRaft cluster id its storage is formatted with (every node of a cluster shares
+        one)."""
+        return new_cluster_id()
+
     def format_arguments(self) -> list[str]:
         """Extra arguments of StorageTool's ``format`` (SCRAM users, say)."""
         return []
@@ -103,7 +108,7 @@ class KafkaService(LocalService):
         )
         if (self.home / "data" / "meta.properties").exists():
             return
-        cluster_id = new_cluster_id()
+        cluster_id = self.cluster_id()
         run_logged(
             "formatting Kafka's storage",
             [

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ticdc_sink.services.base import LocalService, ServiceState
+from ticdc_sink.services.cluster import cluster_services, cluster_up
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
@@ -17,17 +18,19 @@ Report = Callable[[LocalService, ServiceState], None]
 
 
 def all_services(
-    secure: bool = False, spark: bool = False, tidb: bool = False
+    secure: bool = False, spark: bool = False, tidb: bool = False, cluster: bool = False
 ) -> list[LocalService]:
     """Every service the project runs against, in start order: the plain ones; with ``tidb``
     TiDB (after them: its first start builds it from source); with ``secure`` the secured
-    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster."""
+    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster;
+    with ``cluster`` the Redis Cluster's and the Kafka cluster's nodes."""
     plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
     return (
         plain
         + ([TiDBService()] if tidb else [])
         + (secure_services() if secure else [])
         + (spark_cluster() if spark else [])
+        + (cluster_services() if cluster else [])
     )
 
 
@@ -36,10 +39,12 @@ def services_up(
     spark: bool = False,
     tidb: bool = False,
     report: Report | None = None,
+    cluster: bool = False,
 ) -> list[tuple[LocalService, ServiceState]]:
     """Start what is not answering yet (installing what is missing), in order, and ``report``
     each one as it is up; the first that does not come up raises ServiceError. With ``secure``,
-    also write the settings that reach the secured services (secure.env)."""
+    also write the settings that reach the secured services (secure.env); with ``cluster``,
+    start the clusters (their nodes together) and write cluster.env."""
     started = []
     for service in all_services(secure, spark, tidb):
         state = service.up()
@@ -48,18 +53,23 @@ def services_up(
         started.append((service, state))
     if secure:
         write_secure_env()
+    if cluster:
+        for service, state in cluster_up():
+            if report is not None:
+                report(service, state)
+            started.append((service, state))
     return started
 
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services(True, True, True))]
+    return [(service, service.down()) for service in reversed(all_services(True, True, True, True))]
 
 
 def services_status(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
-    """Each service's state: the plain ones, TiDB and the Spark cluster, the secured ones only
-    with ``secure``."""
-    return [(service, service.state()) for service in all_services(secure, True, True)]
+    """Each service's state: the plain ones, TiDB, the Spark cluster and the clusters' nodes,
+    the secured ones only with ``secure``."""
+    return [(service, service.state()) for service in all_services(secure, True, True, True)]
 
 
 def state_text(service: LocalService, state: ServiceState) -> str:

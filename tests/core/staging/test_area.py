@@ -17,6 +17,7 @@ from core.packed import pack_row
 from core.staging import LAYOUT_VERSION, Staging
 from core.staging.area import layout_refusal
 from core.staging.layout import row_member
+from tests.conftest import redis_env
 from tests.core.staging.changes import BIG_TS, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -104,6 +105,7 @@ def test_the_worker_and_the_sink_refuse_it_at_start(
         "TICDC_SINK_GROUP": staging.pipeline,
         "TICDC_SINK_TOPICS": staging.pipeline,
         "TICDC_SINK_METRICS_PORT": "0",
+        **redis_env(redis_client),
     }
     done = subprocess.run(
         [sys.executable, "-m", "ticdc_sink", command],

@@ -15,12 +15,21 @@ from config.errors import DecodeError, HaltedError
 from config.settings import OnError
 from core.model import Op, Resolved, RowChange, column_type
 from core.outage import Outage
+from core.redis_client import RedisClient
 from core.staging import Staging
 from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
 from streams.worker.line import DECODE_PART_MIN, Acknowledge, StagingLine, split
 from streams.worker.stager import MessageStager
+from tests.conftest import REDIS_KINDS, redis_of
 from tests.streams.worker.records import TP, TS, simple_messages
+
+
+@pytest.fixture(params=REDIS_KINDS)
+def redis_client(request: pytest.FixtureRequest, redis_client: RedisClient) -> RedisClient:
+    """The line's batches on one Redis and on the Redis Cluster."""
+    return redis_of(request, redis_client)
+
 
 pytestmark = pytest.mark.integration
 

@@ -14,12 +14,20 @@ from hypothesis import strategies as st
 from config.errors import HaltedError
 from config.settings import OnError
 from core.model import Op, Resolved, RowChange, column_type
+from core.redis_client import RedisClient
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
 from streams.worker.stager import MessageStager
+from tests.conftest import REDIS_KINDS, redis_of
 from tests.streams.worker.memory_store import MemoryStore
 from tests.streams.worker.records import TP, TS, simple_messages, stage_batch
+
+
+@pytest.fixture(params=REDIS_KINDS)
+def redis_client(request: pytest.FixtureRequest, redis_client: RedisClient) -> RedisClient:
+    """The stager's round trips on one Redis and on the Redis Cluster."""
+    return redis_of(request, redis_client)
 
 
 @pytest.fixture

@@ -1,0 +1,64 @@
+"""Moving a Redis Cluster slot from its master to another, step by step as `redis-cli --cluster
+reshard` does (SETSLOT IMPORTING/MIGRATING, MIGRATE its keys, SETSLOT NODE), so that a test can
+stop between steps and send commands while the slot is half moved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
+
+@dataclass
+class SlotMove:
+    """The move of ``slot`` from the master serving it to another master."""
+
+    cluster: RedisCluster
+    slot: int
+
+    def __post_init__(self) -> None:
+        nodes: Any = self.cluster
+        source = nodes.nodes_manager.get_node_from_slot(self.slot)
+        target = next(n for n in nodes.get_primaries() if n.name != source.name)
+        self.source = redis.Redis(host=source.host, port=source.port)
+        self.target = redis.Redis(host=target.host, port=target.port)
+        self.source_id = self.source.execute_command("CLUSTER MYID").decode()
+        self.target_id = self.target.execute_command("CLUSTER MYID").decode()
+        self.target_port = target.port
+
+    def begin(self) -> None:
+        self.target.execute_command("CLUSTER SETSLOT", self.slot, "IMPORTING", self.source_id)
+        self.source.execute_command("CLUSTER SETSLOT", self.slot, "MIGRATING", self.target_id)
+
+    def migrate_keys(self, count: int) -> int:
+        """MIGRATE up to ``count`` of the slot's keys still on the source; how many moved."""
+        keys = self.source.execute_command("CLUSTER GETKEYSINSLOT", self.slot, count)
+        if keys:
+            self.source.execute_command(
+                "MIGRATE", "127.0.0.1", self.target_port, "", 0, 5000, "KEYS", *keys
+            )
+        return len(keys)
+
+    def finish(self) -> None:
+        """Move what is left, then give the slot to the target on both nodes (the others
+        learn it by gossip, and answer MOVED meanwhile)."""
+        while self.migrate_keys(100):
+            pass
+        for node in (self.target, self.source):
+            node.execute_command("CLUSTER SETSLOT", self.slot, "NODE", self.target_id)
+
+    def close(self) -> None:
+        self.source.close()
+        self.target.close()
+
+
+def move_slot(cluster: RedisCluster, key: str) -> None:
+    """Move the slot of ``key`` to another master at once."""
+    move = SlotMove(cluster, cluster.keyslot(key))
+    try:
+        move.begin()
+        move.finish()
+    finally:
+        move.close()
