@@ -4,29 +4,40 @@ stop between steps and send commands while the slot is half moved."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import redis
 from redis.cluster import RedisCluster
 
 
-@dataclass
 class SlotMove:
-    """The move of ``slot`` from the master serving it to another master."""
+    """The move of ``slot`` from the master ``source`` (host, port) to the master ``target``;
+    by default from the master serving it, as the client knows, to another."""
 
-    cluster: RedisCluster
-    slot: int
-
-    def __post_init__(self) -> None:
-        nodes: Any = self.cluster
-        source = nodes.nodes_manager.get_node_from_slot(self.slot)
-        target = next(n for n in nodes.get_primaries() if n.name != source.name)
-        self.source = redis.Redis(host=source.host, port=source.port)
-        self.target = redis.Redis(host=target.host, port=target.port)
+    def __init__(
+        self,
+        cluster: RedisCluster,
+        slot: int,
+        source: tuple[str, int] | None = None,
+        target: tuple[str, int] | None = None,
+    ) -> None:
+        nodes: Any = cluster
+        if source is None or target is None:
+            owner = nodes.nodes_manager.get_node_from_slot(slot)
+            other = next(n for n in nodes.get_primaries() if n.name != owner.name)
+            source, target = (owner.host, owner.port), (other.host, other.port)
+        self.cluster = cluster
+        self.slot = slot
+        self.source_address, self.target_address = source, target
+        self.source = redis.Redis(*source)
+        self.target = redis.Redis(*target)
         self.source_id = self.source.execute_command("CLUSTER MYID").decode()
         self.target_id = self.target.execute_command("CLUSTER MYID").decode()
-        self.target_port = target.port
+        self.target_port = target[1]
+
+    def back(self) -> SlotMove:
+        """The move that brings the slot back."""
+        return SlotMove(self.cluster, self.slot, self.target_address, self.source_address)
 
     def begin(self) -> None:
         self.target.execute_command("CLUSTER SETSLOT", self.slot, "IMPORTING", self.source_id)

@@ -14,10 +14,12 @@ import redis
 
 from config.settings import OnError
 from core.model import Op, RowChange, column_type
+from core.redis_client import RedisClient
 from core.staging import Staging, TopicPartition
 from spark_sink.db.checkpoint import CheckpointTable
 from streams.codecs import codec_for
 from streams.worker.stager import MessageStager
+from tests.conftest import REDIS_KINDS, redis_env, redis_of
 from tests.streams.worker.records import stage_batch
 from ticdc_sink.cli import main
 
@@ -27,12 +29,23 @@ TP = TopicPartition("orders", 1)
 TS = 449_000_000_000_000_100
 
 
+@pytest.fixture(params=REDIS_KINDS)
+def redis_client(request: pytest.FixtureRequest, redis_client: RedisClient) -> RedisClient:
+    """Each command on one Redis and on the Redis Cluster."""
+    return redis_of(request, redis_client)
+
+
 @pytest.fixture
 def pipeline(
-    staging: Staging, monkeypatch: pytest.MonkeyPatch, mariadb_connect: Any
+    staging: Staging,
+    redis_client: RedisClient,
+    monkeypatch: pytest.MonkeyPatch,
+    mariadb_connect: Any,
 ) -> Iterator[Staging]:
     """A pipeline of its own whose dead letters hold one bad copy of a valid row message;
     main() in this process, its signal handlers put back afterwards."""
+    for name, value in redis_env(redis_client).items():
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("TICDC_SINK_GROUP", staging.pipeline)
     monkeypatch.setenv("TICDC_SINK_META_DB", f"{staging.pipeline}_meta")
     monkeypatch.setenv("TICDC_SINK_PROTOCOL", "open")

@@ -1,0 +1,99 @@
+"""Staging on a Redis Cluster: a pipeline's keys share one slot, pipelines spread over the
+masters, and a slot moved while the worker stages (as `redis-cli --cluster reshard` moves it)
+loses nothing and stages nothing twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from redis.cluster import RedisCluster
+
+from core.packed import pack_rows
+from core.staging import Keys, Staging, TopicPartition
+from core.staging.framing import StagedMessage
+from tests.core.slots import SlotMove
+from tests.core.staging.changes import BIG_TS, P0, P1, row
+
+pytestmark = pytest.mark.integration
+
+# Messages staged at least, while the slot moves.
+MOVED_WHILE = 20
+ROWS = 3
+
+
+@pytest.fixture
+def cluster_staging(redis_cluster_client: RedisCluster, unique: str) -> Iterator[Staging]:
+    area = Staging(redis_cluster_client, unique)
+    area.set_partition_count("topic", 2)
+    yield area
+    area.clear()
+
+
+def test_every_key_of_a_pipeline_is_in_one_slot_and_pipelines_spread(
+    redis_cluster_client: RedisCluster,
+) -> None:
+    keys = Keys("shop")
+    tp = TopicPartition("orders", 3)
+    names = [keys.rows(tp), keys.resolved(tp), keys.offsets, keys.leader, keys.dead_letters]
+    assert len({redis_cluster_client.keyslot(name) for name in names}) == 1
+    masters = {
+        redis_cluster_client.get_node_from_key(Keys(f"pipeline-{i}").offsets).name  # type: ignore[no-untyped-call]
+        for i in range(12)
+    }
+    assert len(masters) == 3
+
+
+def _stage_until(
+    staging: Staging, moved: threading.Event, staged: list[int], failures: list[BaseException]
+) -> None:
+    """Stage a message on each partition a round trip, until the slot has moved (twice)."""
+    try:
+        offset = 0
+        while not moved.is_set():
+            batch = staging.batch()
+            for tp in (P0, P1):
+                rows = [row(BIG_TS + offset, offset * ROWS + i) for i in range(ROWS)]
+                batch.stage(tp, [StagedMessage(offset, pack_rows(rows))])
+            batch.send()
+            offset += 1
+        staged.append(offset)
+    except BaseException as error:
+        failures.append(error)
+
+
+def test_a_slot_moved_while_staging_loses_nothing(
+    redis_cluster_client: RedisCluster, cluster_staging: Staging
+) -> None:
+    moved = threading.Event()
+    staged: list[int] = []
+    failures: list[BaseException] = []
+    worker = threading.Thread(target=_stage_until, args=(cluster_staging, moved, staged, failures))
+    worker.start()
+    slot = redis_cluster_client.keyslot(cluster_staging.keys.offsets)
+    try:
+        while cluster_staging.staged_offset(P1) is None:
+            time.sleep(0.005)
+        # There and back, one key at a time: the batches meet ASK, TRYAGAIN and MOVED.
+        there = SlotMove(redis_cluster_client, slot)
+        for move in (there, there.back()):
+            try:
+                move.begin()
+                while move.migrate_keys(1):
+                    time.sleep(0.02)
+                move.finish()
+            finally:
+                move.close()
+    finally:
+        moved.set()
+        worker.join(timeout=60)
+    assert not failures, failures
+    (messages,) = staged
+    assert messages > MOVED_WHILE
+    last = messages - 1
+    assert cluster_staging.staged_offsets([P0, P1]) == {P0: last, P1: last}
+    assert cluster_staging.staged_totals()[0] == 2 * messages * ROWS
+    for tp in (P0, P1):
+        assert redis_cluster_client.zcard(cluster_staging.keys.rows(tp)) == messages
