@@ -108,14 +108,13 @@ def redis_cluster_settings(settings: Settings) -> Settings:
     """The settings with the Redis Cluster of `services up --cluster` as the staging store; its
     nodes are started (once per session) when they do not answer."""
     from config.errors import ServiceError
-    from ticdc_sink.services.cluster import cluster_settings, redis_cluster_up
+    from ticdc_sink.services.cluster import redis_cluster_env, redis_cluster_up
 
     try:
         redis_cluster_up()
     except ServiceError as exc:
         service_missing("the Redis Cluster", exc, start="ticdc-sink services up --cluster")
-    chosen = {k: v for k, v in cluster_settings().items() if k.startswith("TICDC_SINK_REDIS")}
-    return load_settings(environ={**os.environ, **chosen})
+    return load_settings(environ={**os.environ, **redis_cluster_env()})
 
 
 @pytest.fixture(scope="session")
@@ -140,11 +139,9 @@ def redis_env(client: RedisClient) -> dict[str, str]:
     (none for the settings' own Redis)."""
     from redis.cluster import RedisCluster
 
-    from ticdc_sink.services.cluster import cluster_settings
+    from ticdc_sink.services.cluster import redis_cluster_env
 
-    if not isinstance(client, RedisCluster):
-        return {}
-    return {k: v for k, v in cluster_settings().items() if k.startswith("TICDC_SINK_REDIS")}
+    return redis_cluster_env() if isinstance(client, RedisCluster) else {}
 
 
 @pytest.fixture(scope="session")

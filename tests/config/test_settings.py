@@ -302,6 +302,7 @@ FLAT_NAMES = [
     "on_schema_drift",
     "progress_interval",
     "protocol",
+    "redis_cluster",
     "redis_password",
     "redis_ssl_ca",
     "redis_ssl_cert",

@@ -185,13 +185,20 @@ def cluster_up() -> list[tuple[LocalService, ServiceState]]:
     return started
 
 
+def redis_cluster_env() -> dict[str, str]:
+    """The ``TICDC_SINK_*`` settings that make the Redis Cluster the staging store."""
+    return {
+        # Any node will do: the client learns the others (and who serves which slot) from it.
+        "TICDC_SINK_REDIS_URL": f"redis://{HOST}:{REDIS_FIRST_PORT}/0",
+        "TICDC_SINK_REDIS_CLUSTER": "true",
+    }
+
+
 def cluster_settings() -> dict[str, str]:
     """The ``TICDC_SINK_*`` settings that point a command at the clusters."""
     return {
         "TICDC_SINK_KAFKA": ",".join(str(node.endpoint) for node in kafka_nodes()),
-        # Any node will do: the client learns the others (and who serves which slot) from it.
-        "TICDC_SINK_REDIS_URL": f"redis://{HOST}:{REDIS_FIRST_PORT}/0",
-        "TICDC_SINK_REDIS_CLUSTER": "true",
+        **redis_cluster_env(),
     }
 
 
