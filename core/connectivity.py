@@ -17,7 +17,7 @@ import redis
 from config.errors import ConfigError
 from config.settings import Settings, env_name
 from core.kafka_client import kafka_options
-from core.redis_client import redis_client
+from core.redis_client import RedisClient, redis_client
 
 # A probe's wait for a broker that accepts TCP but never answers (a TLS port asked in plaintext).
 PROBE_TIMEOUT_MS = 10_000
@@ -123,12 +123,34 @@ def redis_problem(settings: Settings, error: BaseException) -> str | None:
 
 def check_redis(settings: Settings) -> None:
     """PING the staging Redis once; a settings problem raises ConfigError."""
-    client = redis_client(settings)
+    try:
+        client = redis_client(settings)
+    except redis.RedisError as error:
+        # Unreachable, as a failed PING below: the worker and the sink wait for it.
+        found = redis_problem(settings, error)
+        if found:
+            raise ConfigError(found) from None
+        return
     try:
         client.ping()
+        if not settings.redis.cluster and _cluster_enabled(client):
+            raise ConfigError(
+                f"{env_name('redis_url')} names a node of a Redis Cluster: set "
+                f"{env_name('redis_cluster')}=true"
+            )
     except redis.RedisError as error:
         found = redis_problem(settings, error)
         if found:
             raise ConfigError(found) from None
     finally:
         client.close()
+
+
+def _cluster_enabled(client: RedisClient) -> bool:
+    """Whether the server is a node of a Redis Cluster (INFO cluster; a managed Redis that
+    refuses INFO is taken as one server)."""
+    try:
+        info = client.info("cluster")
+    except redis.ResponseError:
+        return False
+    return bool(info.get("cluster_enabled"))

@@ -7,9 +7,16 @@ from urllib.parse import urlsplit
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import ClusterDownError, ClusterError, SlotNotCoveredError, TryAgainError
+from redis.exceptions import (
+    ClusterDownError,
+    ClusterError,
+    RedisClusterException,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 
-from config.settings import Settings, replace_url_password
+from config.errors import ConfigError
+from config.settings import Settings, env_name, masked, replace_url_password
 
 # A client of one Redis server or of a Redis Cluster: the commands staging sends are the same.
 RedisClient = redis.Redis | RedisCluster
@@ -47,5 +54,24 @@ def redis_client(settings: Settings, **extra: object) -> RedisClient:
             options["ssl_certfile"] = settings.redis.ssl_cert
             options["ssl_keyfile"] = settings.redis.ssl_key
     if settings.redis.cluster:
-        return RedisCluster.from_url(url, **options)
+        return _cluster_client(url, options)
     return redis.Redis.from_url(url, **options)
+
+
+def _cluster_client(url: str, options: dict[str, object]) -> RedisCluster:
+    """redis-py's cluster client, which asks a node for the cluster's slots as it is made: a
+    node that does not answer is a ConnectionError (waited out like a Redis down), a server not
+    in cluster mode a ConfigError naming the setting."""
+    try:
+        return RedisCluster.from_url(url, **options)
+    except RedisClusterException as error:
+        if "cluster mode is not enabled" in str(error).lower():
+            raise ConfigError(
+                f"{env_name('redis_cluster')}=true, but {masked('redis_url', url)} is a Redis "
+                "without cluster mode (unset the setting for one server)"
+            ) from None
+        # What the node said (a refused login, a TLS failure), as one server's client says it.
+        cause = error.__context__
+        if isinstance(cause, redis.RedisError):
+            raise cause from None
+        raise redis.ConnectionError(str(error)) from None

@@ -49,14 +49,17 @@ def wait_for(name: str, address: str, probe: Callable[[], object], timeout: floa
 
 def wait_for_redis(settings: Settings) -> None:
     """Redis answers PING (a Redis still loading its append-only file does not)."""
-    # The process's own client: TLS files and ACL password as every later call uses them.
-    client = redis_client(settings, socket_connect_timeout=PROBE_TIMEOUT_S)
-    try:
-        wait_for(
-            "Redis", masked("redis_url", settings.redis.url), client.ping, settings.startup_timeout
-        )
-    finally:
-        client.close()
+
+    def probe() -> None:
+        # The process's own client: TLS files and ACL password as every later call uses them.
+        # Made in the probe: a cluster client asks a node for the slots as it is made.
+        client = redis_client(settings, socket_connect_timeout=PROBE_TIMEOUT_S)
+        try:
+            client.ping()
+        finally:
+            client.close()
+
+    wait_for("Redis", masked("redis_url", settings.redis.url), probe, settings.startup_timeout)
 
 
 def wait_for_kafka(settings: Settings) -> None:

@@ -134,6 +134,20 @@ def redis_of(request: pytest.FixtureRequest, single: RedisClient) -> RedisClient
     return single
 
 
+@pytest.fixture(scope="session")
+def clusters_env(redis_cluster_settings: Settings) -> dict[str, str]:
+    """The variables of cluster.env: the Redis Cluster and the three-broker Kafka, whose nodes
+    are started (once per session) when they do not answer."""
+    from config.errors import ServiceError
+    from ticdc_sink.services.cluster import cluster_settings, kafka_cluster_up
+
+    try:
+        kafka_cluster_up()
+    except ServiceError as exc:
+        service_missing("the Kafka cluster", exc, start="ticdc-sink services up --cluster")
+    return cluster_settings()
+
+
 def redis_env(client: RedisClient) -> dict[str, str]:
     """The ``TICDC_SINK_REDIS_*`` variables that point a spawned command at ``client``'s Redis
     (none for the settings' own Redis)."""

@@ -123,7 +123,9 @@ async def send(
     try:
         (described,) = await admin.describe_topics([topic])
         if described["error_code"]:
-            await admin.create_topics([NewTopic(topic, partitions, 1)])
+            # On every broker up to three (aiokafka cannot ask for the brokers' default).
+            brokers = len((await admin.describe_cluster())["brokers"])
+            await admin.create_topics([NewTopic(topic, partitions, min(brokers, 3))])
         else:
             _check_partitions(topic, len(described["partitions"]), partitions)
     except TopicAlreadyExistsError:
