@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ssl
 
+import pytest
 import redis
 from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
-from config.settings import load_settings
-from core.connectivity import kafka_problem, redis_problem, tls_problem
+from config.errors import ConfigError
+from config.settings import Settings, load_settings
+from core.connectivity import check_redis, kafka_problem, redis_problem, tls_problem
 
 
 def _verify_error(message: str) -> ssl.SSLCertVerificationError:
@@ -78,3 +80,24 @@ def test_tls_against_a_plaintext_port_names_the_setting() -> None:
     found = redis_problem(tls_redis, redis.TimeoutError("Timeout connecting to server"))
     assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
     assert "redis://" in found
+
+
+def test_a_cluster_setting_that_does_not_match_the_server_names_the_setting(
+    settings: Settings, redis_cluster_settings: Settings
+) -> None:
+    one_server_as_cluster = settings.updated({"redis_cluster": True})
+    with pytest.raises(ConfigError, match="TICDC_SINK_REDIS_CLUSTER=true, but redis://"):
+        check_redis(one_server_as_cluster)
+    node_as_one_server = redis_cluster_settings.updated({"redis_cluster": False})
+    with pytest.raises(ConfigError, match="names a node of a Redis Cluster: set TICDC_SINK_REDIS_"):
+        check_redis(node_as_one_server)
+    check_redis(redis_cluster_settings)
+
+
+def test_a_cluster_url_is_tcp_and_database_0() -> None:
+    for url, problem in (
+        ("unix:///tmp/r.sock", "needs a redis://"),
+        ("redis://h:7000/2", "database 0"),
+    ):
+        with pytest.raises(ConfigError, match=problem):
+            load_settings(environ={"TICDC_SINK_REDIS_URL": url, "TICDC_SINK_REDIS_CLUSTER": "true"})
