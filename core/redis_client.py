@@ -71,7 +71,9 @@ def _cluster_client(url: str, options: dict[str, object]) -> RedisCluster:
                 "without cluster mode (unset the setting for one server)"
             ) from None
         # What the node said (a refused login, a TLS failure), as one server's client says it.
-        cause = error.__context__
-        if isinstance(cause, redis.RedisError):
+        cause = error.__cause__ or error.__context__
+        while cause is not None and not isinstance(cause, redis.RedisError):
+            cause = cause.__cause__ or cause.__context__
+        if cause is not None:
             raise cause from None
         raise redis.ConnectionError(str(error)) from None

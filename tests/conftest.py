@@ -135,6 +135,26 @@ def redis_of(request: pytest.FixtureRequest, single: RedisClient) -> RedisClient
 
 
 @pytest.fixture(scope="session")
+def secure_redis_cluster_settings(settings: Settings) -> Settings:
+    """The settings with the secured Redis Cluster of `services up --cluster --secure` (TLS
+    only, client certificates, an ACL user) as the staging store; its nodes are started (once
+    per session) when they do not answer."""
+    from config.errors import ServiceError
+    from ticdc_sink.services.secure_cluster import (
+        secure_redis_cluster_env,
+        secure_redis_cluster_up,
+    )
+
+    try:
+        secure_redis_cluster_up()
+    except ServiceError as exc:
+        service_missing(
+            "the secured Redis Cluster", exc, start="ticdc-sink services up --cluster --secure"
+        )
+    return load_settings(environ={**os.environ, **secure_redis_cluster_env()})
+
+
+@pytest.fixture(scope="session")
 def clusters_env(redis_cluster_settings: Settings) -> dict[str, str]:
     """The variables of cluster.env: the Redis Cluster and the three-broker Kafka, whose nodes
     are started (once per session) when they do not answer."""

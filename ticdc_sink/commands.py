@@ -60,7 +60,7 @@ def services(args: argparse.Namespace) -> int:
             spark=args.spark_cluster,
             tidb=args.tidb,
             report=lambda service, state: print(
-                f"{service.name:15} {service.endpoint}  {state}", flush=True
+                f"{service.name:22} {service.endpoint}  {state}", flush=True
             ),
             cluster=args.cluster,
         )
@@ -72,12 +72,18 @@ def services(args: argparse.Namespace) -> int:
             from ticdc_sink.services.cluster import CLUSTER_ENV
 
             print(f"settings for the clusters: source {state_dir() / CLUSTER_ENV}")
+        if args.cluster and args.secure:
+            from ticdc_sink.services.secure_cluster import CLUSTER_SECURE_ENV
+
+            print(
+                f"settings for the secured Redis Cluster: source {state_dir() / CLUSTER_SECURE_ENV}"
+            )
     elif args.action == "down":
         for service, stopped in services_down():
-            print(f"{service.name:15} {'stopped' if stopped else 'not ours or not running'}")
+            print(f"{service.name:22} {'stopped' if stopped else 'not ours or not running'}")
     else:
         for service, state in services_status(secure=args.secure):
-            print(f"{service.name:15} {service.endpoint}  {state_text(service, state)}")
+            print(f"{service.name:22} {service.endpoint}  {state_text(service, state)}")
     return 0
 
 

@@ -4,9 +4,12 @@ services. The settings that point every command at them go to ``<state dir>/clus
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
+import ssl
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from config.errors import ServiceError
@@ -46,9 +49,22 @@ class RedisClusterNode(RedisService):
         self.name = f"redis-cluster-{index + 1}"
         self.endpoint = Endpoint(HOST, REDIS_FIRST_PORT + index)
 
+    def cluster_info(self) -> dict[str, str]:
+        """Its CLUSTER INFO, as fields (empty when it does not answer)."""
+        return cluster_info(self.endpoint)
+
+    def cli_options(self) -> tuple[list[str], dict[str, str]]:
+        """What redis-cli needs to reach it: options and variables."""
+        return [], {}
+
     def command(self) -> list[str]:
         return [
             *super().command(),
+            *self.cluster_options(),
+        ]
+
+    def cluster_options(self) -> list[str]:
+        return [
             "--cluster-enabled", "yes",
             # In --dir: a restarted node finds its place in the cluster again.
             "--cluster-config-file", "nodes.conf",
@@ -89,7 +105,7 @@ class KafkaClusterNode(KafkaService):
         return path.read_text().strip()
 
 
-def redis_nodes() -> list[LocalService]:
+def redis_nodes() -> list[RedisClusterNode]:
     return [RedisClusterNode(i) for i in range(REDIS_NODES)]
 
 
@@ -99,35 +115,35 @@ def kafka_nodes() -> list[LocalService]:
 
 def cluster_services() -> list[LocalService]:
     """Every node, in start order: Redis's, then Kafka's."""
-    return redis_nodes() + kafka_nodes()
+    return [*redis_nodes(), *kafka_nodes()]
 
 
-def start_together(nodes: list[LocalService]) -> list[tuple[LocalService, ServiceState]]:
+def start_together(nodes: Sequence[LocalService]) -> list[tuple[LocalService, ServiceState]]:
     """Launch every node that does not answer, then wait for each: a KRaft broker answers only
     once a majority of the controllers runs."""
     launched = [(node, node.launch()) for node in nodes]
     return [(node, node.finish_up(process)) for node, process in launched]
 
 
-def cluster_info(endpoint: Endpoint) -> dict[str, str]:
-    """A Redis Cluster node's CLUSTER INFO, as fields (empty when it does not answer)."""
+def cluster_info(
+    endpoint: Endpoint, context: ssl.SSLContext | None = None, login: tuple[str, str] | None = None
+) -> dict[str, str]:
+    """A Redis Cluster node's CLUSTER INFO, as fields (empty when it does not answer); over
+    TLS with ``context``, after AUTH with ``login`` (user, password)."""
+    request = b"CLUSTER INFO\r\n"
+    if login is not None:
+        request = b"AUTH %s %s\r\n" % (login[0].encode(), login[1].encode()) + request
     try:
-        with socket.create_connection((endpoint.host, endpoint.port), timeout=2) as conn:
-            conn.sendall(b"CLUSTER INFO\r\n")
-            reply = b""
-            while b"\r\n" not in reply:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return {}
-                reply += chunk
-            head, _, body = reply.partition(b"\r\n")
+        with socket.create_connection((endpoint.host, endpoint.port), timeout=2) as raw:
+            conn = context.wrap_socket(raw, server_hostname=endpoint.host) if context else raw
+            conn.sendall(request)
+            reply = _Reply(conn)
+            if login is not None and reply.line() != b"+OK":
+                return {}
+            head = reply.line()
             if not head.startswith(b"$"):
                 return {}
-            while len(body) < int(head[1:]):
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return {}
-                body += chunk
+            body = reply.exactly(int(head[1:]))
     except (OSError, ValueError):
         return {}
     fields = {}
@@ -138,37 +154,62 @@ def cluster_info(endpoint: Endpoint) -> dict[str, str]:
     return fields
 
 
-def form_redis_cluster(log: Path) -> None:
-    """Create the cluster when no node belongs to one yet (a fresh start), then wait until
-    every node finds it whole: all slots served."""
-    nodes = [node.endpoint for node in redis_nodes()]
-    infos = [cluster_info(endpoint) for endpoint in nodes]
-    if all(info.get("cluster_known_nodes") == "1" for info in infos):
+class _Reply:
+    """Lines and bytes of a server's replies, as they come."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self._conn = conn
+        self._buffer = b""
+
+    def _more(self) -> None:
+        chunk = self._conn.recv(4096)
+        if not chunk:
+            raise ConnectionError("closed")
+        self._buffer += chunk
+
+    def line(self) -> bytes:
+        while b"\r\n" not in self._buffer:
+            self._more()
+        line, _, self._buffer = self._buffer.partition(b"\r\n")
+        return line
+
+    def exactly(self, size: int) -> bytes:
+        while len(self._buffer) < size:
+            self._more()
+        data, self._buffer = self._buffer[:size], self._buffer[size:]
+        return data
+
+
+def form_redis_cluster(nodes: Sequence[RedisClusterNode], log: Path) -> None:
+    """Create the cluster of ``nodes`` when none belongs to one yet (a fresh start), then wait
+    until every node finds it whole: all slots served."""
+    options, env = nodes[0].cli_options()
+    if all(node.cluster_info().get("cluster_known_nodes") == "1" for node in nodes):
         run_logged(
             "redis-cli --cluster create",
             [
-                "redis-cli", "--cluster", "create", *map(str, nodes),
+                "redis-cli", *options, "--cluster", "create",
+                *(str(node.endpoint) for node in nodes),
                 "--cluster-replicas", "1", "--cluster-yes",
             ],
             log,
+            env={**os.environ, **env},
         )  # fmt: skip
     deadline = time.monotonic() + START_TIMEOUT_S
-    while True:
-        infos = [cluster_info(endpoint) for endpoint in nodes]
-        if all(_whole(info) for info in infos):
-            return
+    while not all(_whole(node.cluster_info()) for node in nodes):
         if time.monotonic() > deadline:
             raise ServiceError(
-                f"the Redis Cluster on {nodes[0]}..{nodes[-1].port} is not whole after "
-                f"{START_TIMEOUT_S:.0f} s; its log: {log}"
+                f"the Redis Cluster on {nodes[0].endpoint}..{nodes[-1].endpoint.port} is not "
+                f"whole after {START_TIMEOUT_S:.0f} s; its log: {log}"
             )
         time.sleep(0.25)
 
 
 def redis_cluster_up() -> list[tuple[LocalService, ServiceState]]:
     """Start the Redis Cluster's nodes that do not answer, and form it on a fresh start."""
-    started = start_together(redis_nodes())
-    form_redis_cluster(state_dir() / "redis-cluster.log")
+    nodes = redis_nodes()
+    started = start_together(nodes)
+    form_redis_cluster(nodes, state_dir() / "redis-cluster.log")
     return started
 
 
@@ -194,12 +235,14 @@ def redis_cluster_env() -> dict[str, str]:
     }
 
 
+def kafka_cluster_env() -> dict[str, str]:
+    """The setting that points a command at the Kafka cluster."""
+    return {"TICDC_SINK_KAFKA": ",".join(str(node.endpoint) for node in kafka_nodes())}
+
+
 def cluster_settings() -> dict[str, str]:
     """The ``TICDC_SINK_*`` settings that point a command at the clusters."""
-    return {
-        "TICDC_SINK_KAFKA": ",".join(str(node.endpoint) for node in kafka_nodes()),
-        **redis_cluster_env(),
-    }
+    return {**kafka_cluster_env(), **redis_cluster_env()}
 
 
 def write_cluster_env() -> Path:

@@ -10,6 +10,11 @@ from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
 from ticdc_sink.services.secure import secure_services, write_secure_env
+from ticdc_sink.services.secure_cluster import (
+    secure_redis_cluster_up,
+    secure_redis_nodes,
+    write_secure_cluster_env,
+)
 from ticdc_sink.services.spark import spark_cluster
 from ticdc_sink.services.tidb_server import TiDBService
 
@@ -23,7 +28,8 @@ def all_services(
     """Every service the project runs against, in start order: the plain ones; with ``tidb``
     TiDB (after them: its first start builds it from source); with ``secure`` the secured
     variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster;
-    with ``cluster`` the Redis Cluster's and the Kafka cluster's nodes."""
+    with ``cluster`` the Redis Cluster's and the Kafka cluster's nodes (and with ``secure`` too
+    the secured Redis Cluster's)."""
     plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
     return (
         plain
@@ -31,6 +37,7 @@ def all_services(
         + (secure_services() if secure else [])
         + (spark_cluster() if spark else [])
         + (cluster_services() if cluster else [])
+        + (list(secure_redis_nodes()) if cluster and secure else [])
     )
 
 
@@ -44,7 +51,8 @@ def services_up(
     """Start what is not answering yet (installing what is missing), in order, and ``report``
     each one as it is up; the first that does not come up raises ServiceError. With ``secure``,
     also write the settings that reach the secured services (secure.env); with ``cluster``,
-    start the clusters (their nodes together) and write cluster.env."""
+    start the clusters (their nodes together) and write cluster.env, and with both the secured
+    Redis Cluster too (cluster-secure.env)."""
     started = []
     for service in all_services(secure, spark, tidb):
         state = service.up()
@@ -54,10 +62,13 @@ def services_up(
     if secure:
         write_secure_env()
     if cluster:
-        for service, state in cluster_up():
+        clusters = cluster_up() + (secure_redis_cluster_up() if secure else [])
+        for service, state in clusters:
             if report is not None:
                 report(service, state)
             started.append((service, state))
+        if secure:
+            write_secure_cluster_env()
     return started
 
 
