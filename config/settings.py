@@ -226,6 +226,16 @@ class RedisSettings(SettingsGroup):
         description="`true`: the URL names a node of a Redis Cluster (a managed cluster's "
         "configuration endpoint); the client finds the others and follows MOVED/ASK",
     )
+    # Redis replicates asynchronously: with 0 a master that dies may take the last batches with
+    # it after the worker committed their Kafka offsets. 1 closes that hole for one failure, at
+    # a round trip to a replica per batch.
+    min_replicas: int = Field(
+        default=0,
+        ge=0,
+        alias="redis_min_replicas",
+        description="replicas that must hold a staged batch (Redis WAIT) before the worker "
+        "commits its Kafka offsets; 0: do not wait",
+    )
     # Unset: the URL's own password, if it has one.
     password: SecretStr = Field(
         default=NO_SECRET,

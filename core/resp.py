@@ -27,6 +27,8 @@ Arg = bytes | str | int
 # How long a batch retries TRYAGAIN (its slot's keys half moved) before the caller waits it out.
 TRYAGAIN_FOR_S = 10.0
 TRYAGAIN_PAUSE_S = 0.02
+# How long a batch waits for the replicas it asks for (WAIT) before it counts as failed.
+WAIT_MS = 5_000
 # Redirections a batch follows before it gives up (a slot moving again and again).
 MAX_REDIRECTIONS = 50
 _ASKING = b"*1\r\n$6\r\nASKING\r\n"
@@ -69,19 +71,34 @@ class CommandBatch:
         self._parts.extend(parts)
         self._commands.append((start, len(self._parts) - start, name))
 
-    def execute(self, client: redis.Redis | RedisCluster) -> list[Any]:
-        """Send the queued commands and return their raw replies in order.
+    def execute(
+        self, client: redis.Redis | RedisCluster, replicas: int = 0, wait_ms: int = WAIT_MS
+    ) -> list[Any]:
+        """Send the queued commands and return their raw replies in order; with ``replicas``,
+        only once that many replicas hold them (WAIT, in the same round trip).
 
         An error reply (or one inside EXEC's) is raised once every reply is read, so the
         connection stays in step; a connection error leaves the connection closed (Redis may
-        have run any prefix).
+        have run any prefix). Fewer replicas than asked within ``wait_ms`` raise
+        redis.TimeoutError (the writes stay: the caller retries as after a cut connection).
         """
         if not self._commands:
             return []
+        wait = [encode_args(["WAIT", replicas, wait_ms])] if replicas else []
         if isinstance(client, RedisCluster):
-            replies = self._execute_on_cluster(client)
+            replies = self._execute_on_cluster(client, wait)
         else:
-            replies = _round_trip(client, [b"".join(self._parts)], len(self._commands))
+            payload = b"".join([*self._parts, b"*3\r\n" if wait else b"", *wait])
+            replies = _round_trip(client, [payload], len(self._commands) + len(wait))
+        if wait:
+            acknowledged = replies.pop()
+            if isinstance(acknowledged, redis.ResponseError):
+                raise acknowledged
+            if acknowledged < replicas:
+                raise redis.TimeoutError(
+                    f"{acknowledged} of {replicas} Redis replicas acknowledged the staged batch "
+                    f"within {wait_ms} ms (TICDC_SINK_REDIS_MIN_REPLICAS)"
+                )
         for reply in replies:
             # EXEC answers with an array holding each queued command's reply, errors included.
             for item in reply if isinstance(reply, list) else [reply]:
@@ -89,7 +106,7 @@ class CommandBatch:
                     raise item
         return replies
 
-    def _execute_on_cluster(self, cluster: RedisCluster) -> list[Any]:
+    def _execute_on_cluster(self, cluster: RedisCluster, wait: list[bytes]) -> list[Any]:
         if not self.route:
             raise ValueError("a batch for a Redis Cluster names a key of its slot (route)")
         body = [(first, size) for first, size, name in self._commands if not name]
@@ -97,6 +114,8 @@ class CommandBatch:
         for first, size in body:
             parts.extend(self._parts[first : first + size])
         parts.append(_EXEC)
+        if wait:
+            parts += [b"*3\r\n", *wait]
         payload = b"".join(parts)
         # redis-py leaves the cluster's node look-ups untyped.
         untyped: Any = cluster
@@ -105,12 +124,17 @@ class CommandBatch:
         tryagain_until = time.monotonic() + TRYAGAIN_FOR_S
         for _ in range(MAX_REDIRECTIONS):
             replies = _send(
-                cluster, node, [_ASKING, payload] if asking else [payload], asking + len(body) + 2
+                cluster,
+                node,
+                [_ASKING, payload] if asking else [payload],
+                asking + len(body) + 2 + len(wait),
             )
             replies = replies[asking:]
+            waited = replies[-1:] if wait else []
+            replies = replies[: len(replies) - len(waited)]
             outcome = replies[-1]
             if isinstance(outcome, list):
-                return self._unfolded(outcome)
+                return self._unfolded(outcome) + waited
             redirect = _redirect(replies)
             if redirect is None:
                 # Refused as queued, not redirected (CLUSTERDOWN, a malformed command):

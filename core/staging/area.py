@@ -34,9 +34,9 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
     """The staging area of one pipeline in Redis (see docs/architecture.md, "The Redis
     contract")."""
 
-    def __init__(self, client: RedisClient, pipeline: str) -> None:
+    def __init__(self, client: RedisClient, pipeline: str, min_replicas: int = 0) -> None:
         keys = Keys(pipeline)
-        StagingWriter.__init__(self, client, keys)
+        StagingWriter.__init__(self, client, keys, min_replicas)
         WatermarkReader.__init__(self, client, keys)
         StagingReader.__init__(self, client, keys, self)
 

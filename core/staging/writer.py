@@ -18,7 +18,7 @@ import msgpack
 from core.model import DDLEvent, RowChange
 from core.packed import pack_rows
 from core.redis_client import RedisClient
-from core.resp import Arg, CommandBatch, encode_args
+from core.resp import WAIT_MS, Arg, CommandBatch, encode_args
 from core.staging import scripts
 from core.staging.dead_letters import DeadLetters
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
@@ -65,16 +65,27 @@ class StagingBatch:
         self._writer.dead_letters.add(self.commands, tp, offset, key, value, error)
 
     def send(self) -> list[Any]:
-        """Run the round trip (from any thread); the replies in order."""
-        return self.commands.execute(self._client)
+        """Run the round trip (from any thread); the replies in order. With the writer's
+        ``min_replicas``, it returns only once that many replicas hold it."""
+        replicas = self._writer.min_replicas
+        if replicas:
+            # A write of its own: when every message of this batch was a replay (an earlier
+            # attempt staged it, then fell short of replicas), WAIT still covers that attempt.
+            self.commands.command("SET", self._writer.keys.layout, LAYOUT_VERSION)
+        return self.commands.execute(self._client, replicas, self._writer.wait_ms)
 
 
 class StagingWriter:
     """What a worker writes to one pipeline's staging area (and reads back to write it)."""
 
-    def __init__(self, client: RedisClient, keys: Keys) -> None:
+    def __init__(
+        self, client: RedisClient, keys: Keys, min_replicas: int = 0, wait_ms: int = WAIT_MS
+    ) -> None:
         self._client = client
         self.keys = keys
+        # Replicas a batch of the worker's must reach before it counts as staged (WAIT).
+        self.min_replicas = min_replicas
+        self.wait_ms = wait_ms
         self.dead_letters = DeadLetters(client, keys.dead_letters)
         self._resolve_idle = client.register_script(scripts.RESOLVE_IDLE)
 

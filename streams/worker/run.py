@@ -50,7 +50,7 @@ def _run_worker(settings: Settings) -> int:
     from streams.worker.app import build_app
 
     wait_for_redis(settings)
-    staging = Staging(redis_client(settings), settings.group)
+    staging = Staging(redis_client(settings), settings.group, settings.redis.min_replicas)
     staging.check_layout()
     wait_for_kafka(settings)
     serve_metrics(settings)

@@ -303,6 +303,7 @@ FLAT_NAMES = [
     "progress_interval",
     "protocol",
     "redis_cluster",
+    "redis_min_replicas",
     "redis_password",
     "redis_ssl_ca",
     "redis_ssl_cert",

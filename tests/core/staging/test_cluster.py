@@ -9,13 +9,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 from redis.cluster import RedisCluster
 
 from config.errors import ConfigError
 from config.settings import Settings
 from core.connectivity import check_redis
 from core.packed import pack_rows
-from core.redis_client import redis_client
+from core.redis_client import RedisClient, redis_client
 from core.staging import Keys, Staging, TopicPartition
 from core.staging.framing import StagedMessage
 from tests.core.slots import SlotMove
@@ -140,3 +141,39 @@ def test_a_wrong_password_on_the_secured_cluster_names_the_setting(
     wrong = secure_redis_cluster_settings.updated({"redis_password": "not-the-password"})
     with pytest.raises(ConfigError, match=r"^TICDC_SINK_REDIS_PASSWORD .*refused the login"):
         check_redis(wrong)
+
+
+def test_a_batch_short_of_its_replicas_fails_and_its_replay_waits_again(
+    redis_client: RedisClient, staging: Staging
+) -> None:
+    """On one Redis (no replica) and on the cluster (one a master), asking for one replica more
+    than there are: the batch is staged on the master but the send fails, so the worker commits
+    nothing; the retry, whose messages are all replays, waits again."""
+    replicas = 2 if isinstance(redis_client, RedisCluster) else 1
+    writer = Staging(redis_client, staging.pipeline, replicas)
+    writer.wait_ms = 50
+    batch = writer.batch()
+    batch.stage(P0, [StagedMessage(3, pack_rows([row(BIG_TS, 1)]))])
+    with pytest.raises(redis.TimeoutError, match="TICDC_SINK_REDIS_MIN_REPLICAS"):
+        batch.send()
+    assert writer.staged_offset(P0) == 3
+    with pytest.raises(redis.TimeoutError, match=r"^[01] of [12] Redis replicas"):
+        writer.batch().send()
+
+
+def test_a_batch_sent_with_a_replica_is_on_the_replica_when_it_returns(
+    redis_cluster_client: RedisCluster, cluster_staging: Staging
+) -> None:
+    writer = Staging(redis_cluster_client, cluster_staging.pipeline, 1)
+    slot = redis_cluster_client.keyslot(writer.keys.offsets)
+    replica_node = redis_cluster_client.nodes_manager.slots_cache[slot][1]
+    replica = redis.Redis(replica_node.host, replica_node.port, single_connection_client=True)
+    replica.execute_command("READONLY")
+    try:
+        for offset in range(50):
+            batch = writer.batch()
+            batch.stage(P0, [StagedMessage(offset, pack_rows([row(BIG_TS + offset, offset)]))])
+            batch.send()
+            assert replica.hget(writer.keys.offsets, P0.field) == str(offset).encode()
+    finally:
+        replica.close()
