@@ -34,12 +34,14 @@ class SlotMove:
         self.source_id = self.source.execute_command("CLUSTER MYID").decode()
         self.target_id = self.target.execute_command("CLUSTER MYID").decode()
         self.target_port = target[1]
+        self.begun = False
 
     def back(self) -> SlotMove:
         """The move that brings the slot back."""
         return SlotMove(self.cluster, self.slot, self.target_address, self.source_address)
 
     def begin(self) -> None:
+        self.begun = True
         self.target.execute_command("CLUSTER SETSLOT", self.slot, "IMPORTING", self.source_id)
         self.source.execute_command("CLUSTER SETSLOT", self.slot, "MIGRATING", self.target_id)
 
@@ -59,10 +61,16 @@ class SlotMove:
             pass
         for node in (self.target, self.source):
             node.execute_command("CLUSTER SETSLOT", self.slot, "NODE", self.target_id)
+        self.begun = False
 
     def close(self) -> None:
-        self.source.close()
-        self.target.close()
+        """Finish a move begun (a failed test leaves no slot half moved for the next)."""
+        try:
+            if self.begun:
+                self.finish()
+        finally:
+            self.source.close()
+            self.target.close()
 
 
 def move_slot(cluster: RedisCluster, key: str) -> None:

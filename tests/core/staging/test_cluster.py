@@ -4,6 +4,8 @@ loses nothing and stages nothing twice."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +18,12 @@ from config.errors import ConfigError
 from config.settings import Settings
 from core.connectivity import check_redis
 from core.packed import pack_rows
-from core.redis_client import RedisClient, redis_client
+from core.redis_client import REDIS_TRANSIENT, RedisClient, redis_client
 from core.staging import Keys, Staging, TopicPartition
 from core.staging.framing import StagedMessage
 from tests.core.slots import SlotMove
 from tests.core.staging.changes import BIG_TS, P0, P1, row
+from ticdc_sink.services.cluster import redis_cluster_up, redis_nodes
 
 pytestmark = pytest.mark.integration
 
@@ -177,3 +180,73 @@ def test_a_batch_sent_with_a_replica_is_on_the_replica_when_it_returns(
             assert replica.hget(writer.keys.offsets, P0.field) == str(offset).encode()
     finally:
         replica.close()
+
+
+def _stage_through_outages(
+    staging: Staging, stop: threading.Event, acknowledged: list[int], failures: list[BaseException]
+) -> None:
+    """Stage a message on P0 a round trip as the worker does: an outage is waited out and the
+    same batch sent again; ``acknowledged`` gets each offset whose send returned."""
+    offset = 0
+    try:
+        while not stop.is_set():
+            rows = [row(BIG_TS + offset, offset * ROWS + i) for i in range(ROWS)]
+            while True:
+                batch = staging.batch()
+                batch.stage(P0, [StagedMessage(offset, pack_rows(rows))])
+                try:
+                    batch.send()
+                    break
+                except REDIS_TRANSIENT:
+                    time.sleep(0.1)
+            acknowledged.append(offset)
+            offset += 1
+    except BaseException as error:
+        failures.append(error)
+
+
+def test_a_killed_master_loses_no_batch_sent_with_a_replica(
+    redis_cluster_client: RedisCluster, cluster_staging: Staging
+) -> None:
+    """SIGKILL the master of the pipeline's slot while batches stage with one replica asked
+    for: its replica takes over, and holds every batch whose send returned."""
+    writer = Staging(redis_cluster_client, cluster_staging.pipeline, 1)
+    master, standby = redis_cluster_client.nodes_manager.slots_cache[
+        redis_cluster_client.keyslot(writer.keys.offsets)
+    ][:2]
+    node = next(n for n in redis_nodes() if n.endpoint.port == master.port)
+    replica = redis.Redis(standby.host, standby.port)
+    stop = threading.Event()
+    acknowledged: list[int] = []
+    failures: list[BaseException] = []
+    thread = threading.Thread(
+        target=_stage_through_outages, args=(writer, stop, acknowledged, failures)
+    )
+    thread.start()
+    try:
+        while len(acknowledged) < 20:
+            time.sleep(0.01)
+        pid = node.our_pid()
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+        killed_at = len(acknowledged)
+        # The replica takes over (the node timeout, then an election); alone, it holds no
+        # batch for long (WAIT finds no replica) until the killed node is back as its replica.
+        deadline = time.monotonic() + 30
+        while replica.info("replication")["role"] != "master":
+            assert time.monotonic() < deadline, "the replica never took over"
+            time.sleep(0.1)
+        redis_cluster_up()
+        while len(acknowledged) < killed_at + 20:
+            assert time.monotonic() < deadline, "staging never resumed after the failover"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        replica.close()
+        redis_cluster_up()
+    assert not failures, failures
+    last = acknowledged[-1]
+    assert writer.staged_offset(P0) == last
+    assert redis_cluster_client.zcard(writer.keys.rows(P0)) == last + 1
+    assert writer.staged_totals()[0] == (last + 1) * ROWS
