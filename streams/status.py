@@ -159,6 +159,7 @@ def snapshot(
         "staged_rows": staged_rows,
         "staged_bytes": staged_bytes,
         "dead_letters": staging.dead_letters.count(),
+        "redis": staging.placement(),
         "partitions": rows,
     }
 
@@ -174,6 +175,7 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
+        _placement(document.get("redis")),
         "{:24} {:>24} {:>8} {:>6} {:>10} {:>10} {:>14}  {}".format(
             "partition",
             "watermark (UTC)",
@@ -207,3 +209,17 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
 def _cell(value: object, none: str = "-") -> str:
     """A value of the table: ``none`` for a value Kafka or Redis does not have."""
     return none if value is None else str(value)
+
+
+def _placement(placement: dict[str, Any] | None) -> str:
+    """Where the pipeline's keys live, as the status shows it."""
+    if not placement:
+        return "  redis: -"
+    replicas = placement["replicas"]
+    online = "unknown" if replicas is None else ", ".join(replicas) or "none"
+    if placement["slot"] is None:
+        return f"  redis: one server, replicas online: {online}"
+    return (
+        f"  redis: slot {placement['slot']} on master {placement['master']}, "
+        f"replicas online: {online}"
+    )

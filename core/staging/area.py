@@ -6,6 +6,11 @@ Every process holds one :class:`Staging`; its parts live in their own modules (`
 
 from __future__ import annotations
 
+from typing import Any
+
+import redis
+from redis.cluster import RedisCluster
+
 from config.errors import StagingError
 from core.redis_client import RedisClient
 from core.staging.keys import Keys
@@ -54,6 +59,35 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
         """Whether any row or DDL member is staged (one round trip after the partitions')."""
         keys = [self.keys.ddl, *(self.keys.rows(tp) for tp in self.partitions())]
         return bool(self._client.exists(*keys))
+
+    def placement(self) -> dict[str, Any]:
+        """Where the pipeline's keys live: on a Redis Cluster the slot and its master, and the
+        master's replicas online (what `status` shows of a failover); None for what the server
+        does not tell (a managed Redis may refuse INFO)."""
+        client = self._client
+        slot = None
+        master = None
+        if isinstance(client, RedisCluster):
+            # redis-py leaves the cluster's node look-ups untyped.
+            cluster: Any = client
+            slot = cluster.keyslot(self.keys.offsets)
+            node = cluster.nodes_manager.get_node_from_slot(slot)
+            master = str(node.name)
+            server: redis.Redis = client.get_redis_connection(node)
+        else:
+            server = client
+        try:
+            info = server.info("replication")
+        except redis.ResponseError:
+            return {"slot": slot, "master": master, "replicas": None}
+        replicas = [
+            f"{value['ip']}:{value['port']}"
+            for name, value in sorted(info.items())
+            if name.startswith("slave")
+            and isinstance(value, dict)
+            and value.get("state") == "online"
+        ]
+        return {"slot": slot, "master": master, "replicas": replicas}
 
     def schemas(self) -> SchemaHash:
         """The pipeline's schema hash (the Simple protocol's schemas)."""

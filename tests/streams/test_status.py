@@ -62,6 +62,7 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
         "staged_bytes": 90,
         "dead_letters": 0,
         "blocking_partitions": ["t:0"],
+        "redis": {"slot": 866, "master": "10.0.0.5:7001", "replicas": ["10.0.0.6:7004"]},
         "partitions": [
             {
                 "topic": "t",
@@ -93,6 +94,7 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
     assert f"global resolved ts  {TS} (2024-04-11T01:31:12.265Z, 10.0 s ago)" in text
     assert "checkpoint ts       none recorded yet" in text
     assert "lag (messages)" in text
+    assert "  redis: slot 866 on master 10.0.0.5:7001, replicas online: 10.0.0.6:7004" in text
     held, free = text.splitlines()[-2:]
     assert held.split() == [
         "t:0", "2024-04-11T01:31:12.265Z", "3", "2", "1", "5", "4", "faust-0.15.3@10.0.0.7"

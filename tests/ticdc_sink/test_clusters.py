@@ -83,6 +83,9 @@ def test_a_pipeline_replicates_through_the_redis_cluster_and_three_brokers(
     document = orjson.loads(status.stdout)
     assert document["checkpoint_ts"] == final
     assert len(document["partitions"]) == PARTITIONS
+    placement = document["redis"]
+    assert placement["slot"] == redis_client(on_clusters).keyslot(Keys(unique).offsets)  # type: ignore[no-untyped-call]
+    assert placement["master"] and len(placement["replicas"]) == 1
 
 
 def test_killed_redis_master_and_kafka_broker_lose_nothing(
@@ -130,5 +133,13 @@ def test_killed_redis_master_and_kafka_broker_lose_nothing(
         if not restarted:
             redis_cluster_up()
             kafka_cluster_up()
+        status = subprocess.run(
+            [sys.executable, "-m", "ticdc_sink", "status", "--json"],
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
     assert_replicated(on_clusters, expected)
     assert seen == sorted(seen)
+    # The replica took over; the killed master came back as its replica.
+    placement = orjson.loads(status.stdout)["redis"]
+    assert placement["master"] != master.name
+    assert placement["replicas"] == [master.name]
