@@ -234,7 +234,7 @@ class RedisSettings(SettingsGroup):
         ge=0,
         alias="redis_min_replicas",
         description="replicas that must hold a staged batch (Redis WAIT) before the worker "
-        "commits its Kafka offsets; 0: do not wait",
+        "commits its Kafka offsets, and a new leader epoch before the sink leads; 0: do not wait",
     )
     # Unset: the URL's own password, if it has one.
     password: SecretStr = Field(

@@ -16,6 +16,7 @@ import redis
 
 from core.outage import Outage
 from core.redis_client import RedisClient
+from core.resp import WAIT_MS, CommandBatch
 from core.staging import Keys
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -36,11 +37,23 @@ return 0
 class LeaderLock:
     """``SET NX PX`` lease; each acquisition gets a larger epoch, recorded with the checkpoint."""
 
-    def __init__(self, client: RedisClient, keys: Keys, lease_ms: int = LEASE_MS) -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        keys: Keys,
+        lease_ms: int = LEASE_MS,
+        min_replicas: int = 0,
+        wait_ms: int = WAIT_MS,
+    ) -> None:
         self.client = client
         self.key = keys.leader
         self.epoch_key = keys.leader_epoch
         self.lease_ms = lease_ms
+        # Replicas that must hold a new epoch before this sink leads with it: a master that
+        # fails over could otherwise lose the increment, and the next leader get the same epoch
+        # (the checkpoint fences only a smaller one).
+        self.min_replicas = min_replicas
+        self.wait_ms = wait_ms
         self.token = uuid.uuid4().hex
         self.epoch = 0
         self._renew = client.register_script(_RENEW)
@@ -51,8 +64,18 @@ class LeaderLock:
         # A retried SET (its first reply lost with a cut connection) finds our own lease.
         if not taken and self.client.get(self.key) != self.token.encode():
             return False
-        self.epoch = int(self.client.incr(self.epoch_key))
+        self.epoch = self._next_epoch()
         return True
+
+    def _next_epoch(self) -> int:
+        if not self.min_replicas:
+            return int(self.client.incr(self.epoch_key))
+        # INCR and WAIT on one connection: WAIT counts the replicas that hold this connection's
+        # writes.
+        batch = CommandBatch(self.epoch_key)
+        batch.command("INCR", self.epoch_key)
+        (epoch,) = batch.execute(self.client, self.min_replicas, self.wait_ms)
+        return int(epoch)
 
     def renew(self) -> bool:
         """Extend the lease; False when it was lost (expired and maybe taken)."""

@@ -60,7 +60,7 @@ def _run_sink(settings: Settings, once: bool) -> int:
     client = redis_client(settings)
     staging = Staging(client, settings.group)
     staging.check_layout()
-    lock = LeaderLock(client, staging.keys)
+    lock = LeaderLock(client, staging.keys, min_replicas=settings.redis.min_replicas)
     # Spark's JVM takes seconds of CPU and hundreds of MiB: it starts when the first batch that
     # loads through Spark asks for it, and only such a batch waits for it.
     spark = SparkStart(sink_spark(settings))

@@ -141,7 +141,8 @@ def test_a_standby_says_so_once_and_with_once_leaves_at_once(
         caplog.clear()
         # Look at the lease every 50 ms, and stop after a second of standing by.
         monkeypatch.setattr(
-            "spark_sink.run.LeaderLock", lambda client, keys: LeaderLock(client, keys, 150)
+            "spark_sink.run.LeaderLock",
+            lambda client, keys, **options: LeaderLock(client, keys, 150, **options),
         )
         timer = threading.Timer(1.0, lambda: signal.raise_signal(signal.SIGTERM))
         timer.start()

@@ -4,6 +4,7 @@ store and a three-broker Kafka, every process given only cluster.env's settings.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,12 +22,15 @@ from core.redis_client import redis_client
 from core.staging import Keys, Staging
 from spark_sink.db.connection import connect
 from tests.ticdc_sink.pipelines import (
+    PROCESS_LOGS,
     applied_resolved_ts,
     assert_replicated,
     forget_logs,
     pipeline_env,
     pipeline_running,
     process_logs,
+    spawn,
+    stop,
 )
 from ticdc_sink.produce import run_produce
 from ticdc_sink.services.cluster import kafka_cluster_up, kafka_nodes, redis_cluster_up, redis_nodes
@@ -88,11 +92,14 @@ def test_a_pipeline_replicates_through_the_redis_cluster_and_three_brokers(
     assert placement["master"] and len(placement["replicas"]) == 1
 
 
-def test_killed_redis_master_and_kafka_broker_lose_nothing(
+def test_killed_redis_master_kafka_broker_and_leading_sink_lose_nothing(
     on_clusters: Settings, clusters_env: dict[str, str], unique: str, tmp_path: Path
 ) -> None:
-    """SIGKILL the Redis master of the pipeline's slot and a Kafka broker mid-stream, both back
-    10 s later: every process rides it out, the checkpoint never goes back, row-exact."""
+    """SIGKILL, mid-stream, the Redis master of the pipeline's slot (the sink's lease is on it),
+    a Kafka broker and the leading sink; the Redis node and the broker are back 10 s later.
+    The standby sink takes over on the failed-over master, one leader at a time, each with an
+    epoch of its own; no other process exits, the checkpoint never goes back, row-exact; status
+    shows the new master."""
     expected = tmp_path / "expected.json"
     _, final = run_produce(
         on_clusters, unique, "open", PARTITIONS, FAILOVER_TRANSACTIONS, seed=5,
@@ -110,20 +117,30 @@ def test_killed_redis_master_and_kafka_broker_lose_nothing(
     }
     seen: list[int] = []
     with pipeline_running(env) as processes:
+        logs = {"first": PROCESS_LOGS / f"{unique}-apply-first.log"}
+        logs["standby"] = PROCESS_LOGS / f"{unique}-apply-standby.log"
+        # pipeline_running's own sink is replaced by two whose logs this test reads.
+        stop(processes.pop())
+        sinks = {name: spawn("apply", env, path) for name, path in logs.items()}
+        processes += sinks.values()
         deadline = time.monotonic() + 240
+        while not (leading := [n for n, path in logs.items() if "leading" in path.read_text()]):
+            assert time.monotonic() < deadline, "no sink leads"
+            time.sleep(0.1)
+        (leader,) = leading
         while Staging(client, unique).staged_totals()[0] == 0:
             assert time.monotonic() < deadline, "nothing staged"
             time.sleep(0.1)
         assert applied_resolved_ts(on_clusters) < final, "done before the kill"
-        for node in (redis_node, broker):
-            pid = node.our_pid()
+        for pid in (redis_node.our_pid(), broker.our_pid(), sinks[leader].pid):
             assert pid is not None
             os.killpg(pid, signal.SIGKILL)
         killed = time.monotonic()
+        alive = [p for p in processes if p is not sinks[leader]]
         restarted = False
         while (applied := applied_resolved_ts(on_clusters)) < final:
             seen.append(applied)
-            assert all(p.poll() is None for p in processes), "a process exited"
+            assert all(p.poll() is None for p in alive), "a process exited"
             assert time.monotonic() < deadline, "the sink never reached the last resolved ts"
             if not restarted and time.monotonic() - killed > RESTART_AFTER_S:
                 redis_cluster_up()
@@ -139,6 +156,13 @@ def test_killed_redis_master_and_kafka_broker_lose_nothing(
         )  # fmt: skip
     assert_replicated(on_clusters, expected)
     assert seen == sorted(seen)
+    (standby,) = set(logs) - {leader}
+    assert "leading pipeline" in logs[standby].read_text()
+    # Each lead, first or taken again after a lapse, by either sink: an epoch of its own.
+    text = "".join(path.read_text() for path in logs.values())
+    leads = re.findall(r"with epoch (\d+)|epoch \d+ -> (\d+)", text)
+    epochs = [int(epoch) for pair in leads for epoch in pair if epoch]
+    assert len(epochs) >= 2 and len(epochs) == len(set(epochs)), epochs
     # The replica took over; the killed master came back as its replica.
     placement = orjson.loads(status.stdout)["redis"]
     assert placement["master"] != master.name
