@@ -36,9 +36,9 @@ lint: $(STAMP)
 		&& cargo clippy --release --quiet -- -D warnings && cargo test --release --quiet; fi
 
 # Lint, then every test: unit and integration, against the real local services, the secured
-# copies and TiDB (the demo needs no TiDB; the tests replicate into it too).
+# copies, TiDB (the demo needs no TiDB; the tests replicate into it too) and the clusters.
 test: lint $(STAMP)
-	$(BIN)/ticdc-sink services up --secure --tidb
+	$(BIN)/ticdc-sink services up --secure --tidb --cluster
 	$(BIN)/pytest
 
 unit: $(STAMP)
