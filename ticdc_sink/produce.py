@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from streams.codecs import KafkaMessage, codec_for
 from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
 from ticdc_sink.dispatchers import Dispatcher, partition_of
-from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario
+from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario, Transaction
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
@@ -40,6 +40,18 @@ def scenario_messages(
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
 ) -> tuple[list[tuple[int, KafkaMessage]], int]:
     """Every message of the scenario with its partition, in send order, and the last resolved ts."""
+    return history_messages(scenario.history(), protocol, partitions, duplicates, seed, dispatcher)
+
+
+def history_messages(
+    history: Iterable[Transaction],
+    protocol: str,
+    partitions: int,
+    duplicates: float = 0.0,
+    seed: int = 1,
+    dispatcher: Dispatcher = Dispatcher.DEFAULT,
+) -> tuple[list[tuple[int, KafkaMessage]], int]:
+    """Every message of ``history`` with its partition, in send order, and the last resolved ts."""
     rng = random.Random(seed)
     codecs = [codec_for(protocol) for _ in range(partitions)]
     pending: list[list[RowChange]] = [[] for _ in range(partitions)]
@@ -70,7 +82,7 @@ def scenario_messages(
                 emit(partition, [rng.choice(sent[partition])])
             emit(partition, codecs[partition].encode([Resolved(resolved)]))
 
-    for count, txn in enumerate(scenario.history(), 1):
+    for count, txn in enumerate(history, 1):
         if txn.ddl is not None:
             flush(last_ts)
             for partition in range(partitions):
