@@ -100,6 +100,14 @@ class KafkaSettings(SettingsGroup):
     topics: tuple[str, ...] = Field(
         default=(), alias="topics", description="topics to consume, comma list"
     )
+    # None: the topics are named by TICDC_SINK_TOPICS. A changefeed with a topic per table
+    # (TiCDC's topic dispatcher) creates topics while it runs, which no list can name ahead.
+    topics_pattern: str = Field(
+        default=UNSET,
+        alias="topics_pattern",
+        description="a regular expression the whole topic name matches: consume every such "
+        "topic, those created later too (instead of TICDC_SINK_TOPICS)",
+    )
     # TiCDC's own default protocol for Kafka sinks.
     protocol: Protocol = Field(
         default=Protocol.OPEN,
@@ -188,6 +196,24 @@ class KafkaSettings(SettingsGroup):
         if bad:
             raise ValueError(f"topic names may hold only letters, digits, '.', '_', '-': {bad}")
         return value
+
+    @field_validator("topics_pattern")
+    @classmethod
+    def _check_topics_pattern(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a regular expression: {error}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_topics_or_pattern(self) -> KafkaSettings:
+        if self.topics and self.topics_pattern:
+            raise ValueError(
+                f"{env_name('topics')} and {env_name('topics_pattern')} are both set: "
+                "name the topics, or match them by a pattern, not both"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_security(self) -> KafkaSettings:

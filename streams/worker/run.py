@@ -16,13 +16,14 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import EventLoop, Protocol, Settings
+from config.signals import stop_on_signals
 from core.collector import collect_rarely
 from core.metrics import serve_metrics
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.startup import wait_for_kafka, wait_for_redis
 from core.version import installed_version
-from streams.worker.topics import record_partition_counts
+from streams.worker.topics import record_partition_counts, wait_for_matched_topics
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -33,7 +34,7 @@ def run_worker(settings: Settings) -> int:
         "ticdc-sink %s: a worker of pipeline %s starting on %s (pid %d)",
         installed_version(),
         settings.group,
-        ", ".join(settings.kafka.topics) or "no topics",
+        _topics_named(settings),
         os.getpid(),
     )
     try:
@@ -54,12 +55,22 @@ def _run_worker(settings: Settings) -> int:
     staging.check_layout()
     wait_for_kafka(settings)
     serve_metrics(settings)
-    if not settings.kafka.topics:
-        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
+    if not settings.kafka.topics and not settings.kafka.topics_pattern:
+        raise ConfigError(
+            "neither TICDC_SINK_TOPICS (the topics to consume) nor TICDC_SINK_TOPICS_PATTERN "
+            "(a regular expression their names match) is set: set one"
+        )
     for warning in protocol_warnings(settings):
         log.warning("%s", warning)
-    built = build_app(settings, staging)
-    _check_topics(settings, staging)
+    topics = None
+    if settings.kafka.topics_pattern:
+        # Faust takes the signals once it runs; until then a stop ends the wait.
+        topics = wait_for_matched_topics(settings, staging, stop_on_signals())
+        if not topics:
+            return 0
+    built = build_app(settings, staging, topics)
+    if topics is None:
+        _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
     worker = Worker(built.app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
@@ -74,6 +85,12 @@ def _run_worker(settings: Settings) -> int:
             raise built.line.failure from None
         raise
     return 0
+
+
+def _topics_named(settings: Settings) -> str:
+    if settings.kafka.topics_pattern:
+        return f"the topics matching {settings.kafka.topics_pattern}"
+    return ", ".join(settings.kafka.topics) or "no topics"
 
 
 def protocol_warnings(settings: Settings) -> list[str]:

@@ -35,6 +35,18 @@ def test_topics_are_a_comma_list() -> None:
     assert settings.kafka.topics == ("cdc-a", "cdc-b")
 
 
+def test_topics_are_named_or_matched_by_a_valid_pattern_not_both() -> None:
+    settings = load_settings(environ={"TICDC_SINK_TOPICS_PATTERN": r"tidb_shop_.*"})
+    assert settings.kafka.topics_pattern == r"tidb_shop_.*"
+    with pytest.raises(ConfigError, match=r"TICDC_SINK_TOPICS_PATTERN='tidb_\(': not a regular"):
+        load_settings(environ={"TICDC_SINK_TOPICS_PATTERN": "tidb_("})
+    both = {"TICDC_SINK_TOPICS": "a", "TICDC_SINK_TOPICS_PATTERN": "b.*"}
+    with pytest.raises(
+        ConfigError, match="TICDC_SINK_TOPICS and TICDC_SINK_TOPICS_PATTERN are both"
+    ):
+        load_settings(environ=both)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
@@ -315,6 +327,7 @@ FLAT_NAMES = [
     "spark_min_rows",
     "startup_timeout",
     "topics",
+    "topics_pattern",
     "upstream",
     "web_port",
 ]
