@@ -18,7 +18,15 @@ from core.redis_client import redis_client
 from core.staging import Staging, TopicPartition
 from spark_sink.db.connection import connect
 from streams.codecs import codec_for
-from tests.ticdc_sink.pipelines import applied_resolved_ts, pipeline_env, pipeline_running, wait_for
+from streams.status import UNKNOWN_OWNER, kafka_view
+from tests.ticdc_sink.pipelines import (
+    applied_resolved_ts,
+    pipeline_env,
+    pipeline_running,
+    spawn,
+    stop,
+    wait_for,
+)
 from ticdc_sink.produce import send
 
 pytestmark = pytest.mark.integration
@@ -66,17 +74,30 @@ async def _delete_topics(settings: Settings, *topics: str) -> None:
         await admin.close()
 
 
+def _owners(settings: Settings, *topics: str) -> set[str | None]:
+    """The group's members that hold the partitions of ``topics`` (unknown mid-rebalance)."""
+    partitions = [TopicPartition(topic, p) for topic in topics for p in range(PARTITIONS)]
+    return set(asyncio.run(kafka_view(settings, partitions)).owners.values()) - {
+        UNKNOWN_OWNER,
+        None,
+    }
+
+
 def test_a_table_whose_topic_is_created_mid_stream_is_staged_before_anything_past_it_applies(
     pipeline: Settings,
 ) -> None:
+    # Two workers share the topics' partitions, rebalancing as each subscribes table b's.
+    workers = 2
     first, second = f"{pipeline.group}_a", f"{pipeline.group}_b"
     try:
-        _replicate_with_a_topic_created_mid_stream(pipeline, first, second)
+        _replicate_with_a_topic_created_mid_stream(pipeline, first, second, workers)
     finally:
         asyncio.run(_delete_topics(pipeline, first, second))
 
 
-def _replicate_with_a_topic_created_mid_stream(pipeline: Settings, first: str, second: str) -> None:
+def _replicate_with_a_topic_created_mid_stream(
+    pipeline: Settings, first: str, second: str, workers: int
+) -> None:
     schema = pipeline.group
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"CREATE DATABASE `{schema}`")
@@ -93,6 +114,7 @@ def _replicate_with_a_topic_created_mid_stream(pipeline: Settings, first: str, s
     _produce(pipeline, first, head)
 
     with pipeline_running(env) as processes:
+        processes += [spawn("worker", env) for _ in range(workers - 1)]
         wait_for(lambda: applied_resolved_ts(pipeline) >= w1, "the first watermark applied")
         # Table b at D: its topic made first, its CREATE TABLE and rows written to it, then
         # the watermark past D to both topics (TiCDC's order), while the worker does not know
@@ -129,7 +151,10 @@ def _replicate_with_a_topic_created_mid_stream(pipeline: Settings, first: str, s
         finally:
             done.set()
             watcher.join()
+        wait_for(lambda: len(_owners(pipeline, first, second)) == workers, "each worker a share")
         assert all(p.poll() is None for p in processes)
+        for extra in processes[2:]:
+            stop(extra)
 
     passed_unstaged = [(c, b) for c, _, b in seen if c >= d and not b]
     assert not passed_unstaged, f"the checkpoint passed {d} before table b was staged"
