@@ -227,7 +227,8 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
 
 def _topic_cell(topic: dict[str, Any]) -> str:
     recorded = "" if topic["recorded"] else ", not recorded yet: holds the sink"
-    return f"{topic['topic']} ({topic['partitions']} partitions{recorded})"
+    count = topic["partitions"]
+    return f"{topic['topic']} ({count} partition{'' if count == 1 else 's'}{recorded})"
 
 
 def _cell(value: object, none: str = "-") -> str:

@@ -98,7 +98,7 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
     assert f"global resolved ts  {TS} (2024-04-11T01:31:12.265Z, 10.0 s ago)" in text
     assert "checkpoint ts       none recorded yet" in text
     assert "lag (messages)" in text
-    assert "topics              t (2 partitions), u (1 partitions, not recorded yet" in text
+    assert "topics              t (2 partitions), u (1 partition, not recorded yet" in text
     held, free = text.splitlines()[-2:]
     assert held.split() == [
         "t:0", "2024-04-11T01:31:12.265Z", "3", "2", "1", "5", "4", "faust-0.15.3@10.0.0.7"
