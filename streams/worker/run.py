@@ -16,14 +16,13 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import EventLoop, Protocol, Settings
-from config.signals import stop_on_signals
 from core.collector import collect_rarely
 from core.metrics import serve_metrics
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.startup import wait_for_kafka, wait_for_redis
 from core.version import installed_version
-from streams.worker.topics import record_partition_counts, wait_for_matched_topics
+from streams.worker.topics import matched_at_start, record_partition_counts
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -64,8 +63,7 @@ def _run_worker(settings: Settings) -> int:
         log.warning("%s", warning)
     topics = None
     if settings.kafka.topics_pattern:
-        # Faust takes the signals once it runs; until then a stop ends the wait.
-        topics = wait_for_matched_topics(settings, staging, stop_on_signals())
+        topics = matched_at_start(settings, staging)
         if not topics:
             return 0
     built = build_app(settings, staging, topics)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,7 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import Settings
+from config.signals import STOP_SIGNALS, stop_on_signals
 from core.kafka_client import kafka_options
 from core.outage import Outage
 from core.staging import Staging
@@ -82,11 +84,24 @@ def subscribe_new(app: Any, topics: Sequence[str]) -> list[str]:
     return new
 
 
+def matched_at_start(settings: Settings, staging: Staging) -> list[str]:
+    """The topics matching the pattern at start, once there is one (a changefeed creates its
+    topics as it starts, maybe after its workers); [] when SIGTERM or SIGINT came first. The
+    signals' handlers are given back after: Faust installs its own once it runs."""
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    stop = stop_on_signals()
+    try:
+        topics = wait_for_matched_topics(settings, staging, stop)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return [] if stop.is_set() else topics
+
+
 def wait_for_matched_topics(
     settings: Settings, staging: Staging, stop: threading.Event
 ) -> list[str]:
-    """The topics matching the pattern at start, once there is one (a changefeed creates its
-    topics as it starts, maybe after its workers); [] when stopped first."""
+    """The topics matching the pattern, once there is one; [] once ``stop`` is set."""
     outage = Outage("Kafka or Redis", log)
     said = False
     while not stop.is_set():

@@ -62,3 +62,16 @@ def test_without_a_pattern_the_gate_is_the_global_resolved_ts(
     assert gate.resolved() is None
     staging.stage(TopicPartition(unique, 0), 0, [], watermark=TS)
     assert gate.resolved() == TS
+
+
+def test_while_kafka_is_away_the_sink_applies_nothing_past_what_it_confirmed(
+    settings: Settings, staging: Staging, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    away = settings.updated({"topics_pattern": f"{unique}_.*", "kafka": "127.0.0.1:1"})
+    gate = ResolvedGate(away, staging)
+    staging.set_partition_count(f"{unique}_a", 1)
+    staging.stage(TopicPartition(f"{unique}_a", 0), 0, [], watermark=TS)
+    assert gate.resolved() is None
+    assert gate.resolved() is None
+    outages = [r for r in caplog.records if "Kafka unavailable since" in r.getMessage()]
+    assert len(outages) == 1
