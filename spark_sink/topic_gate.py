@@ -75,8 +75,8 @@ class ResolvedGate:
         if topics != self._waiting and topics:
             log.info(
                 "waiting for a worker to record %s (matched by TICDC_SINK_TOPICS_PATTERN, new "
-                "in Kafka): nothing past ts %s is applied until then",
+                "in Kafka): nothing past %s is applied until then",
                 ", ".join(topics),
-                self._confirmed,
+                "what is applied" if self._confirmed is None else f"ts {self._confirmed}",
             )
         self._waiting = topics

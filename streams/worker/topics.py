@@ -76,11 +76,16 @@ def subscribe_new(app: Any, topics: Sequence[str]) -> list[str]:
     """Add to the app's conductor (what its consumer subscribes) the topics it lacks; returns
     them. The conductor subscribes them again after :data:`RESUBSCRIBE_S`, which rebalances the
     group: every worker looks for the same topics, and each gets its share of their partitions."""
-    subscribed = {name for channel in app.topics for name in channel.topics}
-    new = [topic for topic in topics if topic not in subscribed]
+    conductor = app.topics
+    held = {name for channel in conductor for name in channel.topics}
+    new = [topic for topic in topics if topic not in held]
     if new:
-        app.topics.add(app.topic(*new))
+        conductor.add(app.topic(*new))
         log.info("subscribing %s", ", ".join(new))
+    elif any(topic not in conductor._topic_name_index for topic in topics):
+        # Faust drops a change flagged while the group rebalances (its conductor's
+        # _subscriber): flagged again until the consumer's subscription holds every topic.
+        conductor._flag_changes()
     return new
 
 

@@ -151,7 +151,7 @@ def _replicate_with_a_topic_created_mid_stream(
         finally:
             done.set()
             watcher.join()
-        wait_for(lambda: len(_owners(pipeline, first, second)) == workers, "each worker a share")
+        wait_for(lambda: len(_owners(pipeline, second)) == workers, "each worker a share of b")
         assert all(p.poll() is None for p in processes)
         for extra in processes[2:]:
             stop(extra)
