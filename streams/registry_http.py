@@ -118,11 +118,11 @@ def request(
         with error:
             return error.code, error.read()
     except (OSError, http.client.HTTPException) as error:
-        # URLError, ConnectionRefusedError, TimeoutError, ssl.SSLError: all OSErrors.
-        reason = getattr(error, "reason", None) or error
-        raise RegistryUnavailableError(
-            f"{method} {path}: {type(error).__name__}: {reason}"
-        ) from None
+        # URLError, ConnectionRefusedError, TimeoutError, ssl.SSLError: all OSErrors. A
+        # URLError wraps what happened: that is named.
+        cause = error.reason if isinstance(error, urllib.error.URLError) else error
+        name = type(cause).__name__ if isinstance(cause, BaseException) else "URLError"
+        raise RegistryUnavailableError(f"{method} {path}: {name}: {cause}") from None
 
 
 def answer_document(status: int, body: bytes) -> Any:

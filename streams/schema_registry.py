@@ -174,15 +174,18 @@ class SchemaRegistry:
             try:
                 result = call()
             except RegistryUnavailableError as error:
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise self._gave_up(doing, error) from None
                 self._outage.failed(error, doing)
-                out_of_time = deadline is not None and time.monotonic() + delay > deadline
-                if out_of_time or self._stopping():
-                    raise RegistryUnavailableError(
-                        f"the schema registry at {self.address.shown} did not answer while "
-                        f"{doing}: {error}"
-                    ) from None
+                if self._stopping():
+                    raise self._gave_up(doing, error) from None
                 time.sleep(delay)
                 delay = next_delay(delay)
                 continue
             self._outage.answered()
             return result
+
+    def _gave_up(self, doing: str, error: RegistryUnavailableError) -> RegistryUnavailableError:
+        return RegistryUnavailableError(
+            f"the schema registry at {self.address.shown} did not answer while {doing}: {error}"
+        )
