@@ -122,7 +122,17 @@ def request(
         # URLError wraps what happened: that is named.
         cause = error.reason if isinstance(error, urllib.error.URLError) else error
         name = type(cause).__name__ if isinstance(cause, BaseException) else "URLError"
-        raise RegistryUnavailableError(f"{method} {path}: {name}: {cause}") from None
+        # Chained: the start check tells a certificate that does not verify by its cause.
+        raise RegistryUnavailableError(f"{method} {path}: {name}: {cause}") from error
+
+
+def certificate_refused(error: RegistryUnavailableError) -> bool:
+    """Whether ``error`` is the registry's certificate failing verification (a CA setting to
+    fix, not an outage, at start)."""
+    cause = error.__cause__
+    if isinstance(cause, urllib.error.URLError):
+        cause = cause.reason  # type: ignore[assignment]
+    return isinstance(cause, ssl.SSLCertVerificationError)
 
 
 def answer_document(status: int, body: bytes) -> Any:

@@ -27,6 +27,7 @@ from streams.registry_http import (
     RegistryAddress,
     answer_document,
     away,
+    certificate_refused,
     error_code,
     registered_id,
     request,
@@ -126,7 +127,16 @@ class SchemaRegistry:
         or answers as no registry does raises :class:`ConfigError` naming the setting."""
 
         def probe() -> tuple[int, bytes]:
-            status, body = request(self.address, "GET", schema_path(PROBE_ID))
+            try:
+                status, body = request(self.address, "GET", schema_path(PROBE_ID))
+            except RegistryUnavailableError as error:
+                if certificate_refused(error):
+                    raise ConfigError(
+                        f"{env_name('schema_registry_ssl_ca')}: the schema registry at "
+                        f"{self.address.shown} has a certificate it does not verify "
+                        f"({error.__cause__})"
+                    ) from None
+                raise
             if status >= 500:
                 raise away(status, body, f"GET {schema_path(PROBE_ID)}")
             return status, body

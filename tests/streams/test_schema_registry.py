@@ -9,6 +9,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
 import pytest
@@ -19,11 +20,14 @@ from config.errors import (
     SchemaRegistryError,
     UnknownSchemaError,
 )
-from config.settings import Settings
+from config.settings import Settings, load_settings
 from core import outage
 from core.staging import Staging
+from streams.registry_http import request
 from streams.schema_registry import SchemaRegistry
+from tests.conftest import service_missing
 from ticdc_sink.cli import main
+from ticdc_sink.services.certificates import make_authority
 from ticdc_sink.services.registry import RegistryService
 
 pytestmark = pytest.mark.integration
@@ -210,3 +214,55 @@ def test_an_address_that_is_no_registry_is_refused_at_start_naming_the_setting(
         "TICDC_SINK_SCHEMA_REGISTRY: http://127.0.0.1:8081 does not answer as a Confluent "
         "schema registry (GET /schemas/ids/0: HTTP 404)"
     )
+    # Nor would TiCDC take Apicurio's Confluent API as it is: its check wants {} at the base URL.
+    status, body = request(SchemaRegistry.from_settings(settings).address, "GET", "")
+    assert status == 200 and body.startswith(b"<!DOCTYPE html>")
+
+
+@pytest.fixture
+def secured(schema_registry_url: str) -> Settings:
+    """The settings that reach the secured registry (`services up --secure --registry`): TLS
+    with the local CA, basic auth with a password from its file."""
+    from ticdc_sink.services.secure import secure_settings
+
+    environ = {k: v for k, v in secure_settings().items() if "SCHEMA_REGISTRY" in k}
+    settings = load_settings(environ=environ)
+    try:
+        SchemaRegistry.from_settings(settings, patience=0).check()
+    except (RegistryUnavailableError, ConfigError) as exc:
+        service_missing(
+            "The secured schema registry", exc, start="ticdc-sink services up --secure --registry"
+        )
+    return settings
+
+
+def test_the_secured_registry_takes_tls_and_the_login_and_refuses_what_is_wrong(
+    secured: Settings, unique: str, tmp_path: Path
+) -> None:
+    schema = record(unique, "a")
+    schema_id = SchemaRegistry.from_settings(secured).register(f"{unique}-value", schema)
+    assert SchemaRegistry.from_settings(secured).schema(schema_id) == schema
+    address = SchemaRegistry.from_settings(secured).address
+    # What TiCDC's check of the registry reads: exactly {} at the base URL.
+    assert request(address, "GET", "") == (200, b"{}")
+    secret = secured.schema_registry.password.get_secret_value()
+    other_ca = make_authority(tmp_path / "other-ca", "another CA").ca
+    cases = {
+        "TICDC_SINK_SCHEMA_REGISTRY_PASSWORD": {"schema_registry_password": "wrong-4711"},
+        "TICDC_SINK_SCHEMA_REGISTRY_SSL_CA": {"schema_registry_ssl_ca": str(other_ca)},
+        "does not answer as a Confluent schema registry (GET /schemas/ids/0: HTTP 400)": {
+            "schema_registry": secured.schema_registry.url.replace("https:", "http:"),
+            "schema_registry_ssl_ca": "",
+        },
+    }
+    for named, change in cases.items():
+        with pytest.raises(ConfigError) as raised:
+            SchemaRegistry.from_settings(secured.updated(change), patience=5).check()
+        message = str(raised.value)
+        assert named in message
+        assert secret not in message and "wrong-4711" not in message
+    # A running worker waits for a login the registry refuses (an operator fixes it), and
+    # tells why in its outage line; a one-shot call gives up.
+    refused = secured.updated({"schema_registry_password": "wrong-4711"})
+    with pytest.raises(RegistryUnavailableError, match="HTTP 401"):
+        SchemaRegistry.from_settings(refused, patience=0.3).schema(schema_id)

@@ -33,3 +33,7 @@ def test_only_the_option_starts_it_and_it_starts_last() -> None:
 
     assert "registry" not in {s.name for s in all_services(secure=True, spark=True, tidb=True)}
     assert [s.name for s in all_services(tidb=True, registry=True)][-1] == "registry"
+    # Its secured front comes with both options, after the registry it stands in front of.
+    names = [s.name for s in all_services(secure=True, registry=True)]
+    assert names[-2:] == ["registry", "registry-secure"]
+    assert "registry-secure" not in {s.name for s in all_services(secure=True)}
