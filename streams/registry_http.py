@@ -26,6 +26,8 @@ from config.tls import client_context
 
 # Confluent's error code for an id it has no schema for (HTTP 404).
 SCHEMA_NOT_FOUND = 40403
+# The largest id a Confluent registry hands out (a Java int).
+MAX_SCHEMA_ID = (1 << 31) - 1
 # One request's bound: a registry answers a lookup in milliseconds; a hung one is an outage.
 REQUEST_TIMEOUT_S = 10.0
 # What Confluent's clients send and accept.
@@ -87,6 +89,12 @@ def basic_auth(user: str | None, password: str | None) -> str | None:
     return "Basic " + base64.b64encode(token).decode("ascii")
 
 
+def is_schema_id(schema_id: int) -> bool:
+    """Whether a registry can have ``schema_id``: Confluent's ids are positive 32-bit integers
+    (a registry answers others with errors that would read as an outage)."""
+    return 0 < schema_id <= MAX_SCHEMA_ID
+
+
 def schema_path(schema_id: int) -> str:
     return f"/schemas/ids/{schema_id}"
 
@@ -94,6 +102,14 @@ def schema_path(schema_id: int) -> str:
 def versions_path(subject: str) -> str:
     # Every character of a subject is escaped: TiCDC's subjects hold dots, a user's may hold "/".
     return f"/subjects/{quote(subject, safe='')}/versions"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as it is: a registry's API does not redirect, and following one
+    would send the login to wherever it points."""
+
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None
 
 
 def request(
@@ -109,10 +125,11 @@ def request(
     if address.authorization:
         headers["Authorization"] = address.authorization
     call = urllib.request.Request(address.base + path, data=data, headers=headers, method=method)
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if address.context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=address.context))
     try:
-        with urllib.request.urlopen(
-            call, timeout=REQUEST_TIMEOUT_S, context=address.context
-        ) as answer:
+        with urllib.request.build_opener(*handlers).open(call, timeout=REQUEST_TIMEOUT_S) as answer:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         with error:

@@ -16,12 +16,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from config.errors import ConfigError, RegistryUnavailableError
+from config.errors import ConfigError, RegistryUnavailableError, UnknownSchemaError
 from config.settings import Settings, env_name
 from core.outage import RETRY_FIRST_S, Outage, next_delay
-from core.staging.schemas import SchemaHash
 from streams.registry_http import (
     SCHEMA_NOT_FOUND,
     RegistryAddress,
@@ -29,12 +28,18 @@ from streams.registry_http import (
     away,
     certificate_refused,
     error_code,
+    is_schema_id,
     registered_id,
     request,
     schema_of,
     schema_path,
     versions_path,
 )
+
+if TYPE_CHECKING:
+    # Types only: a codec may import this module without Redis's client coming with it.
+    from core.staging import Staging
+    from core.staging.schemas import SchemaHash
 
 log = logging.getLogger("ticdc_sink.schema_registry")
 
@@ -77,14 +82,13 @@ class SchemaRegistry:
     def from_settings(
         cls,
         settings: Settings,
-        staging: Any = None,
+        staging: Staging | None = None,
         *,
         patience: float | None = None,
         stopping: Callable[[], bool] = never,
     ) -> SchemaRegistry:
         """The registry ``TICDC_SINK_SCHEMA_REGISTRY`` names, its schemas cached in
-        ``staging``'s Redis hash (a :class:`core.staging.Staging`; None: in memory only, as for
-        `decode`)."""
+        ``staging``'s Redis hash (None: in memory only, as for `decode`)."""
         store = staging.registry_schemas() if staging is not None else None
         address = RegistryAddress.from_settings(settings.schema_registry)
         return cls(address, store, patience=patience, stopping=stopping)
@@ -96,6 +100,8 @@ class SchemaRegistry:
         found = self._schemas.get(schema_id)
         if found is not None:
             return found
+        if not is_schema_id(schema_id):
+            raise UnknownSchemaError(schema_id, self.address.shown)
         with self._lock:
             found = self._schemas.get(schema_id)
             if found is None:

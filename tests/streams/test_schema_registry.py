@@ -23,7 +23,7 @@ from config.errors import (
 from config.settings import Settings, load_settings
 from core import outage
 from core.staging import Staging
-from streams.registry_http import request
+from streams.registry_http import RegistryAddress, request
 from streams.schema_registry import SchemaRegistry
 from tests.conftest import service_missing
 from ticdc_sink.cli import main
@@ -67,6 +67,14 @@ def test_an_unknown_id_raises_naming_the_id_and_the_registry(
         f"schema id {UNKNOWN_ID} is unknown to the schema registry at {schema_registry_url}"
     )
     assert raised.value.schema_id == UNKNOWN_ID
+
+
+def test_an_id_no_registry_hands_out_is_unknown_without_asking() -> None:
+    # Nothing listens at port 9: a request would fail as an outage, not as an unknown id.
+    nowhere = SchemaRegistry(RegistryAddress("http://127.0.0.1:9", "http://127.0.0.1:9"))
+    for schema_id in (0, -1, 1 << 31, (1 << 32) - 1):
+        with pytest.raises(UnknownSchemaError, match=f"schema id {schema_id} is unknown"):
+            nowhere.schema(schema_id)
 
 
 def test_an_incompatible_schema_is_refused_with_the_registrys_reason(
@@ -214,6 +222,8 @@ def test_an_address_that_is_no_registry_is_refused_at_start_naming_the_setting(
         "TICDC_SINK_SCHEMA_REGISTRY: http://127.0.0.1:8081 does not answer as a Confluent "
         "schema registry (GET /schemas/ids/0: HTTP 404)"
     )
+    # A redirect is not followed (it would carry the login along): the root's is answered as is.
+    assert request(SchemaRegistry.from_settings(root).address, "GET", "")[0] == 302
     # Nor would TiCDC take Apicurio's Confluent API as it is: its check wants {} at the base URL.
     status, body = request(SchemaRegistry.from_settings(settings).address, "GET", "")
     assert status == 200 and body.startswith(b"<!DOCTYPE html>")
