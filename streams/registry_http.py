@@ -152,7 +152,7 @@ def certificate_refused(error: RegistryUnavailableError) -> bool:
     return isinstance(cause, ssl.SSLCertVerificationError)
 
 
-def answer_document(status: int, body: bytes) -> Any:
+def answer_document(body: bytes) -> Any:
     """The JSON of an answer, or None when it is none (a proxy's page, an HTML root)."""
     try:
         return json.loads(body)
@@ -170,7 +170,7 @@ def error_code(document: Any) -> int | None:
 
 def away(status: int, body: bytes, what: str) -> RegistryUnavailableError:
     """The outage an unexpected answer means, with as much of the answer as a log line takes."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if isinstance(document, dict) and "message" in document:
         detail = str(document["message"])[:200]
     else:
@@ -182,7 +182,7 @@ def schema_of(status: int, body: bytes, schema_id: int, registry: str) -> str:
     """The Avro schema text a GET of ``schema_id`` answered. The registry's 40403 raises
     :class:`UnknownSchemaError` (the message goes to the dead letters); a schema that is not
     Avro raises :class:`SchemaRegistryError`; any other answer is an outage."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if status == 404 and error_code(document) == SCHEMA_NOT_FOUND:
         raise UnknownSchemaError(schema_id, registry)
     if status != 200 or not isinstance(document, dict):
@@ -203,7 +203,7 @@ def registered_id(status: int, body: bytes, subject: str, registry: str) -> int:
     """The id a POST of a schema under ``subject`` answered. A schema the registry refuses
     (409 incompatible, 422 invalid) raises :class:`SchemaRegistryError`; any other answer that
     is not an id is an outage."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if status in (409, 422) and error_code(document) is not None:
         message = str(document.get("message", ""))[:300]
         raise SchemaRegistryError(

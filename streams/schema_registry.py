@@ -156,7 +156,7 @@ class SchemaRegistry:
                 f"refused the login (HTTP {status}); check its user and "
                 f"{env_name('schema_registry_password')}"
             )
-        code = error_code(answer_document(status, body))
+        code = error_code(answer_document(body))
         if status not in (200, 404) or (status == 404 and code != SCHEMA_NOT_FOUND):
             raise ConfigError(
                 f"{env_name('schema_registry')}: {self.address.shown} does not answer as a "
