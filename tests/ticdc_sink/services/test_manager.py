@@ -76,6 +76,17 @@ def test_plain_up_leaves_tidb_out_and_the_option_brings_it() -> None:
     assert "tidb" in {service.name for service in all_services(secure=True, tidb=True)}
 
 
+def test_no_two_services_listen_on_one_port() -> None:
+    from ticdc_sink.services.spark import MASTER_WEB_PORT, WORKER_WEB_PORT_BASE, WORKERS
+    from ticdc_sink.services.tidb_server import STATUS_PORT
+
+    services = all_services(secure=True, spark=True, tidb=True, registry=True)
+    ports = [service.endpoint.port for service in services] + [MASTER_WEB_PORT, STATUS_PORT]
+    ports += [WORKER_WEB_PORT_BASE + n for n in range(1, WORKERS + 1)]
+    ports += [s.controller_port for s in services if isinstance(s, KafkaService)]
+    assert len(ports) == len(set(ports)), sorted(ports)
+
+
 def test_down_stops_every_service_tidb_included(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
 
