@@ -96,7 +96,8 @@ class SchemaRegistry:
     def schema(self, schema_id: int) -> str:
         """The Avro schema (JSON text) of ``schema_id``: from memory, else Redis, else the
         registry (then kept in both). An id the registry does not know raises
-        :class:`UnknownSchemaError` naming it and the registry."""
+        :class:`UnknownSchemaError` naming it and the registry. A Redis error passes through, as
+        from any other staging call: the worker's line waits Redis out and asks again."""
         found = self._schemas.get(schema_id)
         if found is not None:
             return found
