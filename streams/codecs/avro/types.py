@@ -261,7 +261,8 @@ def expected_primitive(kind: ColumnType, avro_type: dict[str, Any]) -> bool:
     primitive = avro_type.get("type")
     allowed = _PRIMITIVES.get(kind.mysql_type, ())
     if kind.mysql_type == MySQLType.LONG and kind.is_unsigned:
-        allowed = ("long",)
+        # TINYINT to MEDIUMINT UNSIGNED are ``int``s, INT UNSIGNED a ``long``: one tidb_type.
+        allowed = ("int", "long")
     return primitive in allowed
 
 

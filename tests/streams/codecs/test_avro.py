@@ -1,0 +1,306 @@
+"""TiCDC's Avro protocol: what the codec's encoder writes, its decoder reads back as far as the
+protocol carries it; the edge values of each handling mode exactly; broken frames refused."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import fastavro
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from config.errors import ConfigError, DecodeError
+from core.model import (
+    ColumnFlag,
+    ColumnType,
+    DDLEvent,
+    Event,
+    MySQLType,
+    Op,
+    Resolved,
+    RowChange,
+    column_type,
+)
+from streams.codecs import codec_for
+from streams.codecs.avro import AvroCodec, BigintUnsignedMode, DecimalMode, MemoryRegistry
+from streams.codecs.avro.types import carried_type
+from tests.streams.codecs.strategies import avro_event_lists
+
+MODES = [
+    (DecimalMode.PRECISE, BigintUnsignedMode.LONG),
+    (DecimalMode.STRING, BigintUnsignedMode.STRING),
+]
+LAST_TSO = (1 << 64) - 1
+
+
+def carried(events: list[Event]) -> list[Event]:
+    """What the protocol carries of ``events``: each column's type as its tidb_type names it, an
+    update without its old image, a delete as its key alone at the smallest ts it can have (the
+    largest ts before it, or just past the last watermark or DDL)."""
+    out: list[Event] = []
+    floor = 0
+    for event in events:
+        if isinstance(event, RowChange):
+            columns = {name: carried_type(kind) for name, kind in event.columns.items()}
+            if event.op is Op.DELETE:
+                assert event.old is not None
+                keys = {name: kind for name, kind in columns.items() if kind.is_key}
+                old = {name: event.old[name] for name in keys}
+                row = RowChange(floor, event.schema, event.table, Op.DELETE, keys, None, old)
+            else:
+                row = RowChange(
+                    event.commit_ts, event.schema, event.table, event.op, columns, event.new, None
+                )
+                floor = max(floor, event.commit_ts)
+            out.append(row)
+        else:
+            assert isinstance(event, Resolved | DDLEvent)
+            floor = max(floor, min(event.commit_ts + 1, LAST_TSO))
+            out.append(event)
+    return out
+
+
+def round_trip(
+    events: list[Event], decimals: DecimalMode, bigints: BigintUnsignedMode
+) -> list[Event]:
+    registry = MemoryRegistry()
+    encoder = AvroCodec(registry, decimals=decimals, bigints=bigints)
+    decoder = codec_for("avro", registry=registry)
+    return [event for m in encoder.encode(events) for event in decoder.decode(m.key, m.value)]
+
+
+@pytest.mark.parametrize(("decimals", "bigints"), MODES)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(events=avro_event_lists())
+def test_round_trip(
+    decimals: DecimalMode, bigints: BigintUnsignedMode, events: list[Event]
+) -> None:
+    assert round_trip(events, decimals, bigints) == carried(events)
+
+
+KEY = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
+EDGE_DECIMALS = [
+    "0",
+    "-1",
+    "99999999999999999999999999999999999999999999999999999999999999999",
+    "-99999999999999999999999999999999999999999999999999999999999999999",
+    "99999999999999999999999999999999999.999999999999999999999999999999",
+    "-99999999999999999999999999999999999.999999999999999999999999999999",
+    "0.000000000000000000000000000000",
+    "-0.000000000000000000000000000001",
+    "0.000000000000000000000000000001",
+]
+EDGE_BIGINTS = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+
+
+@pytest.mark.parametrize(("decimals", "bigints"), MODES)
+def test_edge_values_round_trip_exactly(decimals: DecimalMode, bigints: BigintUnsignedMode) -> None:
+    columns = {
+        "id": column_type(MySQLType.LONGLONG, KEY | ColumnFlag.UNSIGNED),
+        "amount": column_type(MySQLType.NEWDECIMAL, ColumnFlag.NULLABLE),
+        "big": column_type(MySQLType.LONGLONG, ColumnFlag.UNSIGNED | ColumnFlag.NULLABLE),
+    }
+    rows: list[Event] = [
+        RowChange(
+            LAST_TSO - index,
+            "db",
+            "edges",
+            Op.INSERT,
+            columns,
+            {"id": big, "amount": amount, "big": big},
+            None,
+        )
+        for index, (amount, big) in enumerate(zip(EDGE_DECIMALS, EDGE_BIGINTS * 2, strict=False))
+    ]
+    decoded = round_trip(rows, decimals, bigints)
+    assert [row.new for row in decoded] == [row.new for row in rows]  # type: ignore[union-attr]
+    assert [row.commit_ts for row in decoded] == [row.commit_ts for row in rows]  # type: ignore[union-attr]
+    assert all(isinstance(row.new["amount"], str) for row in decoded)  # type: ignore[union-attr,index]
+
+
+def test_each_mode_writes_the_avro_type_ticdc_writes() -> None:
+    registry = MemoryRegistry()
+    columns = {
+        "id": column_type(MySQLType.LONGLONG, KEY | ColumnFlag.UNSIGNED),
+        "amount": column_type(MySQLType.NEWDECIMAL, 0),
+    }
+    row = RowChange(5, "db", "t", Op.INSERT, columns, {"id": 1, "amount": "1.50"}, None)
+    types = {}
+    for decimals, bigints in MODES:
+        message = AvroCodec(registry, decimals=decimals, bigints=bigints).encode([row])[0]
+        schema = json.loads(registry.schema(int.from_bytes(message.value[1:5], "big")))
+        types[decimals] = {field["name"]: field["type"] for field in schema["fields"]}
+    precise, text = types[DecimalMode.PRECISE], types[DecimalMode.STRING]
+    assert precise["amount"]["logicalType"] == "decimal"
+    assert (precise["amount"]["precision"], precise["amount"]["scale"]) == (65, 2)
+    assert precise["id"]["type"] == "long" and text["id"]["type"] == "string"
+    assert text["amount"]["type"] == "string"
+    assert precise["_tidb_commit_ts"] == "long"
+
+
+# --- messages written as TiCDC writes them, by hand ------------------------------------------
+
+TICDC_VALUE_SCHEMA = {
+    "type": "record",
+    "name": "t1",
+    "namespace": "default.shop",
+    "fields": [
+        {"name": "id", "type": {"type": "int", "connect.parameters": {"tidb_type": "INT"}}},
+        {
+            "name": "mood",
+            "type": [
+                "null",
+                {
+                    "type": "string",
+                    "connect.parameters": {"tidb_type": "ENUM", "allowed": "ok,not\\, really"},
+                },
+            ],
+            "default": None,
+        },
+        {
+            "name": "born",
+            "type": ["null", {"type": "int", "connect.parameters": {"tidb_type": "DATE"}}],
+            "default": None,
+        },
+        {"name": "_tidb_op", "type": "string", "default": ""},
+        {"name": "_tidb_commit_ts", "type": "long", "default": 0},
+        {"name": "_tidb_commit_physical_time", "type": "long", "default": 0},
+    ],
+}
+TICDC_KEY_SCHEMA = {**TICDC_VALUE_SCHEMA, "fields": TICDC_VALUE_SCHEMA["fields"][:1]}
+
+
+def _ticdc_frames(
+    value_schema: dict[str, object] = TICDC_VALUE_SCHEMA,
+) -> tuple[MemoryRegistry, bytes, bytes]:
+    registry = MemoryRegistry()
+    key_id = registry.register("tidb_shop_t1-key", json.dumps(TICDC_KEY_SCHEMA))
+    value_id = registry.register("tidb_shop_t1-value", json.dumps(value_schema))
+    key, value = io.BytesIO(), io.BytesIO()
+    fastavro.schemaless_writer(key, fastavro.parse_schema(TICDC_KEY_SCHEMA), {"id": 7})
+    record = {
+        "id": 7,
+        "mood": "not, really",
+        "born": 19_723,
+        "_tidb_op": "u",
+        "_tidb_commit_ts": 5 << 18,
+        "_tidb_commit_physical_time": 5,
+    }
+    fastavro.schemaless_writer(value, fastavro.parse_schema(dict(value_schema)), record)
+    frame = b"\x00%b"
+    return (
+        registry,
+        frame % key_id.to_bytes(4, "big") + key.getvalue(),
+        frame % value_id.to_bytes(4, "big") + value.getvalue(),
+    )
+
+
+def test_a_ticdc_row_reads_with_its_key_columns_marked() -> None:
+    registry, key, value = _ticdc_frames()
+    (row,) = AvroCodec(registry).decode(key, value)
+    assert isinstance(row, RowChange)
+    assert (row.schema, row.table, row.op, row.commit_ts) == ("shop", "t1", Op.UPDATE, 5 << 18)
+    # An ENUM member holding a comma (TiCDC writes it as "\,") is the second member; a DATE
+    # under adaptive_time_microseconds is the days since 1970.
+    assert row.new == {"id": 7, "mood": 2, "born": "2024-01-01"}
+    assert row.columns["id"] == ColumnType(MySQLType.LONG, ColumnFlag.HANDLE_KEY)
+    assert row.columns["mood"] == ColumnType(MySQLType.ENUM, ColumnFlag.NULLABLE)
+
+
+def test_a_tombstone_is_a_delete_of_its_key_after_what_came_before() -> None:
+    registry, key, value = _ticdc_frames()
+    codec = AvroCodec(registry)
+    codec.decode(key, value)
+    assert codec.decode(key, b"") == [
+        RowChange(
+            5 << 18,
+            "shop",
+            "t1",
+            Op.DELETE,
+            {"id": ColumnType(MySQLType.LONG, ColumnFlag.HANDLE_KEY)},
+            None,
+            {"id": 7},
+        )
+    ]
+    codec.decode(None, b"\x02" + (9 << 18).to_bytes(8, "big"))
+    (delete,) = codec.decode(key, b"")
+    assert isinstance(delete, RowChange) and delete.commit_ts == (9 << 18) + 1
+
+
+def test_rows_without_the_tidb_extension_are_refused_naming_the_setting() -> None:
+    fields = TICDC_VALUE_SCHEMA["fields"][:3]  # type: ignore[index]
+    registry, key, value = _ticdc_frames({**TICDC_VALUE_SCHEMA, "fields": fields})
+    with pytest.raises(ConfigError, match="enable-tidb-extension=true"):
+        AvroCodec(registry).decode(key, value)
+
+
+def test_ddl_and_checkpoint_messages_in_ticdcs_framing() -> None:
+    ddl = (
+        b'\x01{"query":"CREATE TABLE t1 (id INT PRIMARY KEY)","type":3,"schema":"shop",'
+        b'"table":"t1","commitTs":449000000000000000}'
+    )
+    codec = AvroCodec(MemoryRegistry())
+    assert codec.decode(None, ddl) == [
+        DDLEvent(449_000_000_000_000_000, "shop", "t1", "CREATE TABLE t1 (id INT PRIMARY KEY)", 3)
+    ]
+    assert codec.decode(None, b"\x02" + LAST_TSO.to_bytes(8, "big")) == [Resolved(LAST_TSO)]
+
+
+# --- broken input ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        (None, b"\x00\x00\x00", "value of 3 bytes is shorter than Confluent's 5-byte header"),
+        (None, b"\x07\x00\x00\x00\x01", "value starts with byte 7"),
+        (b"\x01\x00\x00\x00\x01", b"", "key starts with byte 1, not Confluent's magic byte 0"),
+        (b"\x00\x00", b"", "key of 2 bytes is shorter"),
+        (None, b"", "neither key nor value"),
+        (None, b"\x00\x00\x00\x00\x63\x02", "the schema registry has no schema id 99"),
+        (None, b"\x02\x00\x01", "checkpoint message of 3 bytes"),
+        (None, b"\x01{not json", "DDL message is not JSON"),
+        (None, b'\x01{"query":"x","type":"3","schema":"","table":"","commitTs":1}', "'type'"),
+    ],
+)
+def test_broken_frames_are_decode_errors_naming_where(
+    key: bytes | None, value: bytes, match: str
+) -> None:
+    with pytest.raises(DecodeError, match=match):
+        AvroCodec(MemoryRegistry()).decode(key, value)
+
+
+def test_a_truncated_record_and_bytes_after_one_are_decode_errors() -> None:
+    registry, key, value = _ticdc_frames()
+    with pytest.raises(DecodeError, match="does not read as its schema's record"):
+        AvroCodec(registry).decode(key, value[:-3])
+    with pytest.raises(DecodeError, match="1 bytes after the value's record"):
+        AvroCodec(registry).decode(key, value + b"\x00")
+
+
+def test_an_enum_value_outside_its_members_names_the_column() -> None:
+    registry, key, value = _ticdc_frames()
+    broken = value.replace(b"not, really", b"not, rEally")
+    with pytest.raises(DecodeError, match="column 'mood'"):
+        AvroCodec(registry).decode(key, broken)
+
+
+def test_a_schema_ticdc_would_not_write_is_a_decode_error() -> None:
+    registry = MemoryRegistry()
+    plain = {"type": "record", "name": "t", "namespace": "default.db", "fields": []}
+    plain["fields"] = [{"name": "a", "type": "string"}]
+    schema_id = registry.register("s", json.dumps(plain))
+    with pytest.raises(DecodeError, match=r"no connect\.parameters\.tidb_type"):
+        AvroCodec(registry).decode(None, b"\x00" + schema_id.to_bytes(4, "big") + b"\x00")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.binary(max_size=64))
+def test_arbitrary_bytes_never_crash(value: bytes) -> None:
+    registry, key, _ = _ticdc_frames()
+    try:
+        AvroCodec(registry).decode(key, b"\x00\x00\x00\x00\x02" + value)
+    except DecodeError as exc:
+        assert exc.protocol == "avro"
