@@ -109,6 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with up: also TiDB on 127.0.0.1:4000, built from source the first time",
     )
+    services.add_argument(
+        "--registry",
+        action="store_true",
+        help="with up: also a schema registry (Apicurio, Confluent API at "
+        "http://127.0.0.1:8081/apis/ccompat/v7)",
+    )
     services.set_defaults(handler=commands.services)
 
     decode = subcommands.add_parser("decode", help="print the events of Kafka messages as JSON")

@@ -59,6 +59,7 @@ def services(args: argparse.Namespace) -> int:
             secure=args.secure,
             spark=args.spark_cluster,
             tidb=args.tidb,
+            registry=args.registry,
             report=lambda service, state: print(
                 f"{service.name:14} {service.endpoint}  {state}", flush=True
             ),

@@ -57,8 +57,10 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_plan_rewind(settings, offsets))
     staging = Staging(redis_client(settings), settings.group)
-    # The dead letters are a record, not state to rebuild: a recovery keeps them.
-    doomed = staging.stored_keys(keep=frozenset({staging.keys.dead_letters}))
+    # The dead letters are a record, not state to rebuild: a recovery keeps them. So are the
+    # schemas fetched from a registry: an id's schema never changes.
+    kept = frozenset({staging.keys.dead_letters, staging.keys.registry_schemas})
+    doomed = staging.stored_keys(keep=kept)
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
     print(f"pipeline {settings.group}: {at}")
     for rewind in rewinds:
@@ -68,7 +70,7 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
                 f"  WARNING {rewind.field}: offsets {rewind.offset}..{rewind.earliest - 1} were "
                 "deleted by Kafka's retention; their changes cannot be replayed"
             )
-    print(f"  staging keys to clear: {len(doomed)} (the dead letters are kept)")
+    print(f"  staging keys to clear: {len(doomed)} (dead letters and registry schemas are kept)")
     if dry_run:
         print("dry run: nothing changed")
         return 0

@@ -8,6 +8,7 @@ from ticdc_sink.services.base import LocalService, ServiceState
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
+from ticdc_sink.services.registry import RegistryService
 from ticdc_sink.services.secure import secure_services, write_secure_env
 from ticdc_sink.services.spark import spark_cluster
 from ticdc_sink.services.tidb_server import TiDBService
@@ -17,17 +18,19 @@ Report = Callable[[LocalService, ServiceState], None]
 
 
 def all_services(
-    secure: bool = False, spark: bool = False, tidb: bool = False
+    secure: bool = False, spark: bool = False, tidb: bool = False, registry: bool = False
 ) -> list[LocalService]:
     """Every service the project runs against, in start order: the plain ones; with ``tidb``
     TiDB (after them: its first start builds it from source); with ``secure`` the secured
-    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster."""
+    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster; with
+    ``registry`` the schema registry (last: nothing else needs it)."""
     plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
     return (
         plain
         + ([TiDBService()] if tidb else [])
         + (secure_services() if secure else [])
         + (spark_cluster() if spark else [])
+        + ([RegistryService()] if registry else [])
     )
 
 
@@ -36,12 +39,13 @@ def services_up(
     spark: bool = False,
     tidb: bool = False,
     report: Report | None = None,
+    registry: bool = False,
 ) -> list[tuple[LocalService, ServiceState]]:
     """Start what is not answering yet (installing what is missing), in order, and ``report``
     each one as it is up; the first that does not come up raises ServiceError. With ``secure``,
     also write the settings that reach the secured services (secure.env)."""
     started = []
-    for service in all_services(secure, spark, tidb):
+    for service in all_services(secure, spark, tidb, registry):
         state = service.up()
         if report is not None:
             report(service, state)
@@ -53,13 +57,13 @@ def services_up(
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services(True, True, True))]
+    return [(service, service.down()) for service in reversed(all_services(True, True, True, True))]
 
 
 def services_status(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
-    """Each service's state: the plain ones, TiDB and the Spark cluster, the secured ones only
-    with ``secure``."""
-    return [(service, service.state()) for service in all_services(secure, True, True)]
+    """Each service's state: the plain ones, TiDB, the Spark cluster and the schema registry,
+    the secured ones only with ``secure``."""
+    return [(service, service.state()) for service in all_services(secure, True, True, True)]
 
 
 def state_text(service: LocalService, state: ServiceState) -> str:
