@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import ConfigError, DecodeError, EncodeError, shown
+from config.errors import ConfigError, DecodeError, EncodeError, UnknownSchemaError, shown
 from core.model import (
     ColumnFlag,
     ColumnType,
@@ -256,12 +256,8 @@ class AvroCodec(Codec):
             )
         try:
             return self._registry.schema(schema_id)
-        except LookupError:
-            raise DecodeError(
-                PROTOCOL,
-                f"the schema registry has no schema id {schema_id}",
-                where=f"{part} bytes 1-4",
-            ) from None
+        except UnknownSchemaError as unknown:
+            raise DecodeError(PROTOCOL, str(unknown), where=f"{part} bytes 1-4") from None
 
     # --- encoding ------------------------------------------------------------------------
 

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from config.errors import UnknownSchemaError
+
 
 class Registry(Protocol):
     """A Confluent-API schema registry, as the codec uses it."""
 
     def schema(self, schema_id: int) -> str:
-        """The Avro schema JSON registered under ``schema_id``; ``LookupError`` (``KeyError``)
-        when the registry has no such id."""
+        """The Avro schema JSON registered under ``schema_id``; :class:`UnknownSchemaError`
+        when the registry has no such id (an outage is the registry's to wait out, or to raise
+        as a ``ServiceError``: never the message's fault)."""
         ...
 
     def register(self, subject: str, schema: str) -> int:
@@ -31,7 +34,10 @@ class MemoryRegistry:
         self._ids: dict[str, int] = {}
 
     def schema(self, schema_id: int) -> str:
-        return self._schemas[schema_id]
+        found = self._schemas.get(schema_id)
+        if found is None:
+            raise UnknownSchemaError(schema_id, "in memory")
+        return found
 
     def register(self, subject: str, schema: str) -> int:
         # Like Confluent's, one id per distinct schema, whichever subjects it is under.

@@ -259,7 +259,7 @@ def test_ddl_and_checkpoint_messages_in_ticdcs_framing() -> None:
         (b"\x01\x00\x00\x00\x01", b"", "key starts with byte 1, not Confluent's magic byte 0"),
         (b"\x00\x00", b"", "key of 2 bytes is shorter"),
         (None, b"", "neither key nor value"),
-        (None, b"\x00\x00\x00\x00\x63\x02", "the schema registry has no schema id 99"),
+        (None, b"\x00\x00\x00\x00\x63\x02", "schema id 99 is unknown to the schema registry"),
         (None, b"\x02\x00\x01", "checkpoint message of 3 bytes"),
         (None, b"\x01{not json", "DDL message is not JSON"),
         (None, b'\x01{"query":"x","type":"3","schema":"","table":"","commitTs":1}', "'type'"),
