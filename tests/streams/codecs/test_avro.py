@@ -25,6 +25,7 @@ from core.model import (
 )
 from streams.codecs import codec_for
 from streams.codecs.avro import AvroCodec, BigintUnsignedMode, DecimalMode, MemoryRegistry
+from streams.codecs.avro.codec import split_key_change
 from streams.codecs.avro.types import carried_type
 from tests.streams.codecs.strategies import avro_event_lists
 
@@ -37,11 +38,17 @@ LAST_TSO = (1 << 64) - 1
 
 def carried(events: list[Event]) -> list[Event]:
     """What the protocol carries of ``events``: each column's type as its tidb_type names it, an
-    update without its old image, a delete as its key alone at the smallest ts it can have (the
-    largest ts before it, or just past the last watermark or DDL)."""
+    update without its old image (one that changes a key: a delete and an insert), a delete as
+    its key alone at the smallest ts it can have (the largest ts before it, or just past the last
+    watermark or DDL)."""
     out: list[Event] = []
     floor = 0
-    for event in events:
+    split = [
+        part
+        for event in events
+        for part in (split_key_change(event) if isinstance(event, RowChange) else [event])
+    ]
+    for event in split:
         if isinstance(event, RowChange):
             columns = {name: carried_type(kind) for name, kind in event.columns.items()}
             if event.op is Op.DELETE:
@@ -118,6 +125,24 @@ def test_edge_values_round_trip_exactly(decimals: DecimalMode, bigints: BigintUn
     assert [row.new for row in decoded] == [row.new for row in rows]  # type: ignore[union-attr]
     assert [row.commit_ts for row in decoded] == [row.commit_ts for row in rows]  # type: ignore[union-attr]
     assert all(isinstance(row.new["amount"], str) for row in decoded)  # type: ignore[union-attr,index]
+
+
+def test_an_update_of_a_key_is_a_delete_then_an_insert_and_others_stay_updates() -> None:
+    columns = {
+        "id": column_type(MySQLType.LONG, KEY),
+        "email": column_type(MySQLType.VARCHAR, ColumnFlag.UNIQUE_KEY),
+        "name": column_type(MySQLType.VARCHAR, ColumnFlag.NULLABLE),
+    }
+    old = {"id": 1, "email": "a@x", "name": "a"}
+
+    def update(new: dict[str, object]) -> RowChange:
+        return RowChange(9, "db", "t", Op.UPDATE, columns, new, old)  # type: ignore[arg-type]
+
+    assert [r.op for r in split_key_change(update({**old, "name": "b"}))] == [Op.UPDATE]
+    for new in ({**old, "id": 2}, {**old, "email": "b@x"}):
+        delete, insert = split_key_change(update(new))
+        assert (delete.op, delete.old, delete.new) == (Op.DELETE, old, None)
+        assert (insert.op, insert.old, insert.new) == (Op.INSERT, None, new)
 
 
 def test_each_mode_writes_the_avro_type_ticdc_writes() -> None:
