@@ -42,8 +42,10 @@ from core.model import (
     RowChange,
     Value,
     column_type,
+    integer_range,
 )
 from streams.codecs.avro import wire
+from streams.codecs.avro.binary import RecordReader, record_reader
 from streams.codecs.avro.registry import Registry
 from streams.codecs.avro.types import (
     MASK64,
@@ -77,7 +79,9 @@ _RANGE_CHECKED = frozenset({MySQLType.LONG, MySQLType.YEAR})
 
 @dataclass(frozen=True, slots=True)
 class RecordPlan:
-    """A registered record schema, parsed once per id: its table and how its columns read."""
+    """A registered record schema, parsed once per id: its table, how its columns read
+    (``fields``, over fastavro's values), and the reader of its binary record (``binary.py``;
+    None: a record it does not take, read by fastavro)."""
 
     database: str
     table: str
@@ -85,6 +89,7 @@ class RecordPlan:
     fields: tuple[FieldPlan, ...]
     names: frozenset[str]
     extension: bool
+    reader: RecordReader | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,14 +113,18 @@ class AvroCodec(Codec):
         decimals: DecimalMode = DecimalMode.PRECISE,
         bigints: BigintUnsignedMode = BigintUnsignedMode.LONG,
         topic_prefix: str = "tidb",
+        reference_reader: bool = False,
     ) -> None:
         self._registry = registry
+        # fastavro reads every record instead of binary.py's readers: the reference they are
+        # tested against.
+        self._reference_reader = reference_reader
         self._decimals = decimals
         self._bigints = bigints
         self._topic_prefix = topic_prefix
         self._records: dict[int, RecordPlan] = {}
-        self._rows: dict[tuple[int | None, int], RowPlan] = {}
-        self._keys: dict[int, RowPlan] = {}
+        self._rows: dict[tuple[bytes | None, bytes], RowPlan] = {}
+        self._keys: dict[bytes, RowPlan] = {}
         self._floor = 0
         self._registered: dict[tuple[str, str], int] = {}
 
@@ -152,22 +161,19 @@ class AvroCodec(Codec):
         )
 
     def _row(self, key: bytes | None, value: bytes) -> RowChange:
-        value_id = wire.schema_id(value, "value")
-        key_id = wire.schema_id(key, "key") if key else None
-        plan = self._rows.get((key_id, value_id)) or self._row_plan(key_id, value_id)
-        record = self._read(plan.value, value, "value")
-        op = _OPS.get(record.get(OP))  # type: ignore[arg-type]
+        # The frames' headers name the plan: checked once, when it is made.
+        heads = (key[: wire.HEADER] if key else None, value[: wire.HEADER])
+        plan = self._rows.get(heads) or self._row_plan(heads, key, value)
+        record, (op_code, commit_ts), _ = self._read(plan.value, value, "value")
+        op = _OPS.get(op_code)
         if op is None:
-            raise DecodeError(
-                PROTOCOL, f"_tidb_op is {shown(record.get(OP))}, not 'c' or 'u'", where=OP
-            )
-        commit_ts = record[COMMIT_TS] & MASK64
+            raise DecodeError(PROTOCOL, f"_tidb_op is {shown(op_code)}, not 'c' or 'u'", where=OP)
+        commit_ts &= MASK64
         if commit_ts > self._floor:
             self._floor = commit_ts
         # TiCDC's Avro rows carry no old image: an update is its new row alone.
-        new = _image(plan.fields, record)
         return RowChange(
-            commit_ts, plan.value.database, plan.value.table, op, plan.columns, new, None
+            commit_ts, plan.value.database, plan.value.table, op, plan.columns, record, None
         )
 
     def _delete(self, key: bytes | None) -> RowChange:
@@ -178,9 +184,8 @@ class AvroCodec(Codec):
                 " which TiCDC's Avro protocol cannot carry",
                 where="key",
             )
-        key_id = wire.schema_id(key, "key")
-        plan = self._keys.get(key_id) or self._key_plan(key_id)
-        record = self._read(plan.value, key, "key")
+        plan = self._keys.get(key[: wire.HEADER]) or self._key_plan(key)
+        record, _, _ = self._read(plan.value, key, "key")
         return RowChange(
             self._floor,
             plan.value.database,
@@ -188,16 +193,39 @@ class AvroCodec(Codec):
             Op.DELETE,
             plan.columns,
             None,
-            _image(plan.fields, record),
+            record,
         )
 
-    def _read(self, plan: RecordPlan, data: bytes, part: str) -> dict[str, Any]:
+    def _read(
+        self, plan: RecordPlan, data: bytes, part: str
+    ) -> tuple[dict[str, Any], tuple[Any, ...], int]:
+        """The record in ``data`` (past its frame): its columns' model values, and the TiDB
+        extension's op and commit ts (None where the record has none)."""
+        if plan.reader is None or self._reference_reader:
+            return self._read_fastavro(plan, data, part)
+        try:
+            record, apart, pos = plan.reader(data, wire.HEADER)
+        except ValueError as exc:  # the reader names the field
+            raise DecodeError(PROTOCOL, str(exc), where=part) from None
+        if pos != len(data):
+            raise DecodeError(
+                PROTOCOL,
+                f"{len(data) - pos} bytes after the {part}'s record",
+                where=f"{part} byte {pos}",
+            )
+        return record, apart, pos
+
+    def _read_fastavro(
+        self, plan: RecordPlan, data: bytes, part: str
+    ) -> tuple[dict[str, Any], tuple[Any, ...], int]:
         import fastavro
 
         buffer = io.BytesIO(data)
         buffer.seek(wire.HEADER)
         try:
-            record: Any = fastavro.schemaless_reader(buffer, plan.parsed, None)
+            record: dict[str, Any] = fastavro.schemaless_reader(  # type: ignore[assignment]
+                buffer, plan.parsed, None
+            )
         except Exception as exc:  # fastavro raises many kinds on corrupt input
             raise DecodeError(
                 PROTOCOL,
@@ -210,9 +238,14 @@ class AvroCodec(Codec):
                 f"{len(data) - buffer.tell()} bytes after the {part}'s record",
                 where=f"{part} byte {buffer.tell()}",
             )
-        return record  # type: ignore[no-any-return]
+        apart = (record.get(OP), record.get(COMMIT_TS))
+        return _image(plan.fields, record, part), apart, buffer.tell()
 
-    def _row_plan(self, key_id: int | None, value_id: int) -> RowPlan:
+    def _row_plan(
+        self, heads: tuple[bytes | None, bytes], key: bytes | None, value_frame: bytes
+    ) -> RowPlan:
+        value_id = wire.schema_id(value_frame, "value")
+        key_id = wire.schema_id(key, "key") if key else None
         value = self._value_plan(value_id)
         keys = frozenset() if key_id is None else self._record(key_id, "key").names
         fields = tuple(
@@ -220,14 +253,15 @@ class AvroCodec(Codec):
             for f in value.fields
         )
         plan = RowPlan(value, {f.name: f.kind for f in fields}, fields)
-        self._rows[(key_id, value_id)] = plan
+        self._rows[heads] = plan
         return plan
 
-    def _key_plan(self, key_id: int) -> RowPlan:
+    def _key_plan(self, key: bytes) -> RowPlan:
+        key_id = wire.schema_id(key, "key")
         record = self._record(key_id, "key")
         fields = tuple(FieldPlan(f.name, _keyed(f.kind), f.reader) for f in record.fields)
         plan = RowPlan(record, {f.name: f.kind for f in fields}, fields)
-        self._keys[key_id] = plan
+        self._keys[key[: wire.HEADER]] = plan
         return plan
 
     def _value_plan(self, value_id: int) -> RecordPlan:
@@ -401,7 +435,7 @@ def _keyed(kind: ColumnType) -> ColumnType:
     return column_type(kind.mysql_type, kind.flags | _HANDLE_KEY)
 
 
-def _image(fields: tuple[FieldPlan, ...], record: dict[str, Any]) -> dict[str, Value]:
+def _image(fields: tuple[FieldPlan, ...], record: dict[str, Any], part: str) -> dict[str, Value]:
     image: dict[str, Value] = {}
     for field in fields:
         raw = record[field.name]
@@ -411,7 +445,8 @@ def _image(fields: tuple[FieldPlan, ...], record: dict[str, Any]) -> dict[str, V
         try:
             image[field.name] = field.reader(raw)
         except ValueError as exc:
-            raise DecodeError(PROTOCOL, str(exc), where=f"column {field.name!r}") from None
+            reason = f"{exc}, at field {field.name!r}"
+            raise DecodeError(PROTOCOL, reason, where=part) from None
     return image
 
 
@@ -434,23 +469,32 @@ def _record_plan(schema_id: int, text: str, part: str) -> RecordPlan:
             PROTOCOL, "the record's namespace is not TiCDC's '<namespace>.<schema>'", where=where
         )
     fields: list[FieldPlan] = []
-    extension = False
+    read: list[tuple[str, Any, Reader | range | None]] = []
+    dropped: list[str] = []
     for field in schema.get("fields", ()):
         name = field["name"]
         if name.startswith("_tidb_"):
-            extension = extension or name == COMMIT_TS
+            read.append((name, field["type"], None))
+            if name not in (OP, COMMIT_TS):
+                dropped.append(name)
             continue
         try:
-            fields.append(_field_plan(name, field["type"]))
+            plan = _field_plan(name, field["type"])
         except ValueError as exc:
             raise DecodeError(PROTOCOL, str(exc), where=where) from None
+        fields.append(plan)
+        bounds = integer_range(plan.kind.mysql_type, plan.kind.is_unsigned)
+        checked = plan.kind.mysql_type in _RANGE_CHECKED and bounds is not None
+        read.append((name, field["type"], bounds if checked else plan.reader))
+    names = {name for name, _, _ in read}
     return RecordPlan(
         database,
         str(schema["name"]),
         parsed,
         tuple(fields),
         frozenset(f.name for f in fields),
-        extension,
+        COMMIT_TS in names and OP in names,
+        record_reader(read, (OP, COMMIT_TS), frozenset(dropped)),
     )
 
 
