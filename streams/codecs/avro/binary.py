@@ -107,8 +107,9 @@ def _long(target: str) -> list[str]:
         "        pos += 1",
         "        n |= (b & 0x7F) << s",
         "        s += 7",
-        f"        if s > {_LAST_SHIFT + 7}:",
-        "            raise bad_varint(pos)",
+        # Checked once at the end: a run of continuation bytes stops at the end of the data.
+        f"    if s > {_LAST_SHIFT + 7}:",
+        "        raise bad_varint(pos)",
         f"    {target} = (n >> 1) ^ -(n & 1)",
     ]
 
@@ -194,10 +195,10 @@ def _field(index: int, avro_type: Any, convert: Converter | None) -> list[str] |
     return [
         "b = data[pos]",
         "pos += 1",
-        f"if b == {null_branch * 2}:",
-        f"    f{index} = None",
-        f"elif b == {(1 - null_branch) * 2}:",
+        f"if b == {(1 - null_branch) * 2}:",
         *("    " + line for line in body),
+        f"elif b == {null_branch * 2}:",
+        f"    f{index} = None",
         "else:",
         "    raise bad_branch(b, pos - 1)",
     ]
