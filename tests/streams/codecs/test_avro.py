@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import fastavro
 import pytest
@@ -346,3 +347,94 @@ def test_arbitrary_bytes_never_crash(value: bytes, reference: bool) -> None:
         AvroCodec(registry, reference_reader=reference).decode(key, b"\x00\x00\x00\x00\x02" + value)
     except DecodeError as exc:
         assert exc.protocol == "avro"
+
+
+# --- TiCDC's own schema ------------------------------------------------------------------------
+
+# TiCDC's value schema of its every-type test table with the TiDB extension and the row checksum,
+# in the string handling modes: `expectedSchemaWithExtensionEnableChecksum` of tiflow's
+# pkg/sink/codec/avro/avro_test_data.go (commit 3d66d214), transcribed field for field (the
+# non-null columns first, then the nullable ones, as TiCDC orders them by column id).
+TICDC_SCHEMA = Path(__file__).parent / "data" / "avro_ticdc_checksum_schema.json"
+TICDC_VALUES: dict[str, object] = {
+    "tiny": -128,
+    "short": 32767,
+    "int24": -8388608,
+    "long": 2147483647,
+    "longlong": -(1 << 63),
+    "tinyunsigned": 255,
+    "shortunsigned": 65535,
+    "int24unsigned": 16777215,
+    "longunsigned": 4294967295,
+    "longlongunsigned": "18446744073709551615",
+    "float": 3.5,
+    "double": -2.25e300,
+    "bit": b"\x01",
+    "decimal": "-12345678901234567890.123456789",
+    "tinytext": "a",
+    "mediumtext": "名前",
+    "text": "",
+    "longtext": "long",
+    "varchar": "varchar",
+    "varstring": "varstring",
+    "string": "string",
+    "tinyblob": b"\x00\xff",
+    "mediumblob": b"m",
+    "blob": b"",
+    "longblob": b"l",
+    "varbinary": b"\x89PNG",
+    "varbinary1": b"1",
+    "binary": b"b\x00",
+    "enum": "b",
+    "set": "a,b",
+    "json": '{"key": [1, 2]}',
+    "date": "2024-02-29",
+    "datetime": "2024-02-29 23:59:59.999999",
+    "timestamp": "1970-01-01 00:00:01",
+    "time": "-838:59:59.000000",
+    "year": 2155,
+}
+MODEL_VALUES: dict[str, object] = {
+    **TICDC_VALUES,
+    "longlongunsigned": (1 << 64) - 1,
+    "bit": 1,
+    "enum": 2,
+    "set": 3,
+}
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_row_under_ticdcs_own_schema_reads_every_type(reference: bool) -> None:
+    schema = json.loads(TICDC_SCHEMA.read_text())
+    registry = MemoryRegistry()
+    value_id = registry.register("tidb_testdb_rowtoavroschema-value", json.dumps(schema))
+    record = {
+        **TICDC_VALUES,
+        **{f"{name}nullable": None for name in TICDC_VALUES},
+        "_tidb_op": "c",
+        "_tidb_commit_ts": 449_000_000_000_000_001,
+        "_tidb_commit_physical_time": 449_000_000_000_000_001 >> 18,
+        "_tidb_row_level_checksum": "3076451247",
+        "_tidb_corrupted": False,
+        "_tidb_checksum_version": 1,
+    }
+    record["tinytextnullable"] = "not null"
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(schema), record)
+    value = b"\x00" + value_id.to_bytes(4, "big") + out.getvalue()
+    (row,) = AvroCodec(registry, reference_reader=reference).decode(None, value)
+    assert isinstance(row, RowChange)
+    assert (row.schema, row.table, row.op) == ("testdb", "rowtoavroschema", Op.INSERT)
+    assert row.commit_ts == 449_000_000_000_000_001
+    assert row.new == {
+        **MODEL_VALUES,
+        **{f"{name}nullable": None for name in TICDC_VALUES},
+        "tinytextnullable": "not null",
+    }
+    kinds = row.columns
+    assert kinds["tiny"] == ColumnType(MySQLType.LONG, 0)
+    assert kinds["longunsigned"] == ColumnType(MySQLType.LONG, ColumnFlag.UNSIGNED)
+    assert kinds["longlongunsigned"] == ColumnType(MySQLType.LONGLONG, ColumnFlag.UNSIGNED)
+    assert kinds["varbinary"] == ColumnType(MySQLType.LONG_BLOB, ColumnFlag.BINARY)
+    assert kinds["yearnullable"] == ColumnType(MySQLType.YEAR, ColumnFlag.NULLABLE)
+    assert not any(name.startswith("_tidb") for name in kinds)
