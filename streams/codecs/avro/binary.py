@@ -219,7 +219,12 @@ def record_reader(
     for index, (name, avro_type, convert) in enumerate(fields):
         if not isinstance(name, str):
             return None
-        body = _field(index, avro_type, convert)
+        body: list[str] | None
+        if name in dropped and avro_type in ("int", "long"):
+            # Read past, not decoded: the varint's last byte is the first below 0x80.
+            body = ["while data[pos] >= 0x80:", "    pos += 1", "pos += 1"]
+        else:
+            body = _field(index, avro_type, convert)
         if body is None:
             return None
         if convert is not None:
