@@ -38,7 +38,7 @@ def test_topics_are_a_comma_list() -> None:
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
-        ("TICDC_SINK_PROTOCOL", "avro", "must be one of 'open', 'craft'"),
+        ("TICDC_SINK_PROTOCOL", "debezium-avro", "must be one of 'open', 'craft'"),
         ("TICDC_SINK_KAFKA", "localhost", "host:port"),
         ("TICDC_SINK_REDIS_URL", "http://x", "redis://"),
         ("TICDC_SINK_DOWNSTREAM", "postgres://a@b/", "mysql://"),
