@@ -36,9 +36,10 @@ lint: $(STAMP)
 		&& cargo clippy --release --quiet -- -D warnings && cargo test --release --quiet; fi
 
 # Lint, then every test: unit and integration, against the real local services, the secured
-# copies and TiDB (the demo needs no TiDB; the tests replicate into it too).
+# copies, TiDB and the schema registry (the demo needs neither TiDB nor the registry; the tests
+# replicate into TiDB and read Avro schemas from the registry).
 test: lint $(STAMP)
-	$(BIN)/ticdc-sink services up --secure --tidb
+	$(BIN)/ticdc-sink services up --secure --tidb --registry
 	$(BIN)/pytest
 
 unit: $(STAMP)

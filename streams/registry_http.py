@@ -26,6 +26,8 @@ from config.tls import client_context
 
 # Confluent's error code for an id it has no schema for (HTTP 404).
 SCHEMA_NOT_FOUND = 40403
+# The largest id a Confluent registry hands out (a Java int).
+MAX_SCHEMA_ID = (1 << 31) - 1
 # One request's bound: a registry answers a lookup in milliseconds; a hung one is an outage.
 REQUEST_TIMEOUT_S = 10.0
 # What Confluent's clients send and accept.
@@ -87,6 +89,12 @@ def basic_auth(user: str | None, password: str | None) -> str | None:
     return "Basic " + base64.b64encode(token).decode("ascii")
 
 
+def is_schema_id(schema_id: int) -> bool:
+    """Whether a registry can have ``schema_id``: Confluent's ids are positive 32-bit integers
+    (a registry answers others with errors that would read as an outage)."""
+    return 0 < schema_id <= MAX_SCHEMA_ID
+
+
 def schema_path(schema_id: int) -> str:
     return f"/schemas/ids/{schema_id}"
 
@@ -94,6 +102,14 @@ def schema_path(schema_id: int) -> str:
 def versions_path(subject: str) -> str:
     # Every character of a subject is escaped: TiCDC's subjects hold dots, a user's may hold "/".
     return f"/subjects/{quote(subject, safe='')}/versions"
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as it is: a registry's API does not redirect, and following one
+    would send the login to wherever it points."""
+
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None
 
 
 def request(
@@ -109,23 +125,34 @@ def request(
     if address.authorization:
         headers["Authorization"] = address.authorization
     call = urllib.request.Request(address.base + path, data=data, headers=headers, method=method)
+    handlers: list[urllib.request.BaseHandler] = [_NoRedirect()]
+    if address.context is not None:
+        handlers.append(urllib.request.HTTPSHandler(context=address.context))
     try:
-        with urllib.request.urlopen(
-            call, timeout=REQUEST_TIMEOUT_S, context=address.context
-        ) as answer:
+        with urllib.request.build_opener(*handlers).open(call, timeout=REQUEST_TIMEOUT_S) as answer:
             return answer.status, answer.read()
     except urllib.error.HTTPError as error:
         with error:
             return error.code, error.read()
     except (OSError, http.client.HTTPException) as error:
-        # URLError, ConnectionRefusedError, TimeoutError, ssl.SSLError: all OSErrors.
-        reason = getattr(error, "reason", None) or error
-        raise RegistryUnavailableError(
-            f"{method} {path}: {type(error).__name__}: {reason}"
-        ) from None
+        # URLError, ConnectionRefusedError, TimeoutError, ssl.SSLError: all OSErrors. A
+        # URLError wraps what happened: that is named.
+        cause = error.reason if isinstance(error, urllib.error.URLError) else error
+        name = type(cause).__name__ if isinstance(cause, BaseException) else "URLError"
+        # Chained: the start check tells a certificate that does not verify by its cause.
+        raise RegistryUnavailableError(f"{method} {path}: {name}: {cause}") from error
 
 
-def answer_document(status: int, body: bytes) -> Any:
+def certificate_refused(error: RegistryUnavailableError) -> bool:
+    """Whether ``error`` is the registry's certificate failing verification (a CA setting to
+    fix, not an outage, at start)."""
+    cause = error.__cause__
+    if isinstance(cause, urllib.error.URLError):
+        cause = cause.reason  # type: ignore[assignment]
+    return isinstance(cause, ssl.SSLCertVerificationError)
+
+
+def answer_document(body: bytes) -> Any:
     """The JSON of an answer, or None when it is none (a proxy's page, an HTML root)."""
     try:
         return json.loads(body)
@@ -143,7 +170,7 @@ def error_code(document: Any) -> int | None:
 
 def away(status: int, body: bytes, what: str) -> RegistryUnavailableError:
     """The outage an unexpected answer means, with as much of the answer as a log line takes."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if isinstance(document, dict) and "message" in document:
         detail = str(document["message"])[:200]
     else:
@@ -155,7 +182,7 @@ def schema_of(status: int, body: bytes, schema_id: int, registry: str) -> str:
     """The Avro schema text a GET of ``schema_id`` answered. The registry's 40403 raises
     :class:`UnknownSchemaError` (the message goes to the dead letters); a schema that is not
     Avro raises :class:`SchemaRegistryError`; any other answer is an outage."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if status == 404 and error_code(document) == SCHEMA_NOT_FOUND:
         raise UnknownSchemaError(schema_id, registry)
     if status != 200 or not isinstance(document, dict):
@@ -176,7 +203,7 @@ def registered_id(status: int, body: bytes, subject: str, registry: str) -> int:
     """The id a POST of a schema under ``subject`` answered. A schema the registry refuses
     (409 incompatible, 422 invalid) raises :class:`SchemaRegistryError`; any other answer that
     is not an id is an outage."""
-    document = answer_document(status, body)
+    document = answer_document(body)
     if status in (409, 422) and error_code(document) is not None:
         message = str(document.get("message", ""))[:300]
         raise SchemaRegistryError(

@@ -16,24 +16,30 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from config.errors import ConfigError, RegistryUnavailableError
+from config.errors import ConfigError, RegistryUnavailableError, UnknownSchemaError
 from config.settings import Settings, env_name
 from core.outage import RETRY_FIRST_S, Outage, next_delay
-from core.staging.schemas import SchemaHash
 from streams.registry_http import (
     SCHEMA_NOT_FOUND,
     RegistryAddress,
     answer_document,
     away,
+    certificate_refused,
     error_code,
+    is_schema_id,
     registered_id,
     request,
     schema_of,
     schema_path,
     versions_path,
 )
+
+if TYPE_CHECKING:
+    # Types only: a codec may import this module without Redis's client coming with it.
+    from core.staging import Staging
+    from core.staging.schemas import SchemaHash
 
 log = logging.getLogger("ticdc_sink.schema_registry")
 
@@ -76,14 +82,13 @@ class SchemaRegistry:
     def from_settings(
         cls,
         settings: Settings,
-        staging: Any = None,
+        staging: Staging | None = None,
         *,
         patience: float | None = None,
         stopping: Callable[[], bool] = never,
     ) -> SchemaRegistry:
         """The registry ``TICDC_SINK_SCHEMA_REGISTRY`` names, its schemas cached in
-        ``staging``'s Redis hash (a :class:`core.staging.Staging`; None: in memory only, as for
-        `decode`)."""
+        ``staging``'s Redis hash (None: in memory only, as for `decode`)."""
         store = staging.registry_schemas() if staging is not None else None
         address = RegistryAddress.from_settings(settings.schema_registry)
         return cls(address, store, patience=patience, stopping=stopping)
@@ -91,10 +96,13 @@ class SchemaRegistry:
     def schema(self, schema_id: int) -> str:
         """The Avro schema (JSON text) of ``schema_id``: from memory, else Redis, else the
         registry (then kept in both). An id the registry does not know raises
-        :class:`UnknownSchemaError` naming it and the registry."""
+        :class:`UnknownSchemaError` naming it and the registry. A Redis error passes through, as
+        from any other staging call: the worker's line waits Redis out and asks again."""
         found = self._schemas.get(schema_id)
         if found is not None:
             return found
+        if not is_schema_id(schema_id):
+            raise UnknownSchemaError(schema_id, self.address.shown)
         with self._lock:
             found = self._schemas.get(schema_id)
             if found is None:
@@ -126,7 +134,16 @@ class SchemaRegistry:
         or answers as no registry does raises :class:`ConfigError` naming the setting."""
 
         def probe() -> tuple[int, bytes]:
-            status, body = request(self.address, "GET", schema_path(PROBE_ID))
+            try:
+                status, body = request(self.address, "GET", schema_path(PROBE_ID))
+            except RegistryUnavailableError as error:
+                if certificate_refused(error):
+                    raise ConfigError(
+                        f"{env_name('schema_registry_ssl_ca')}: the schema registry at "
+                        f"{self.address.shown} has a certificate it does not verify "
+                        f"({error.__cause__})"
+                    ) from None
+                raise
             if status >= 500:
                 raise away(status, body, f"GET {schema_path(PROBE_ID)}")
             return status, body
@@ -140,7 +157,7 @@ class SchemaRegistry:
                 f"refused the login (HTTP {status}); check its user and "
                 f"{env_name('schema_registry_password')}"
             )
-        code = error_code(answer_document(status, body))
+        code = error_code(answer_document(body))
         if status not in (200, 404) or (status == 404 and code != SCHEMA_NOT_FOUND):
             raise ConfigError(
                 f"{env_name('schema_registry')}: {self.address.shown} does not answer as a "
@@ -174,15 +191,18 @@ class SchemaRegistry:
             try:
                 result = call()
             except RegistryUnavailableError as error:
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise self._gave_up(doing, error) from None
                 self._outage.failed(error, doing)
-                out_of_time = deadline is not None and time.monotonic() + delay > deadline
-                if out_of_time or self._stopping():
-                    raise RegistryUnavailableError(
-                        f"the schema registry at {self.address.shown} did not answer while "
-                        f"{doing}: {error}"
-                    ) from None
+                if self._stopping():
+                    raise self._gave_up(doing, error) from None
                 time.sleep(delay)
                 delay = next_delay(delay)
                 continue
             self._outage.answered()
             return result
+
+    def _gave_up(self, doing: str, error: RegistryUnavailableError) -> RegistryUnavailableError:
+        return RegistryUnavailableError(
+            f"the schema registry at {self.address.shown} did not answer while {doing}: {error}"
+        )

@@ -65,7 +65,7 @@ def services(args: argparse.Namespace) -> int:
             tidb=args.tidb,
             registry=args.registry,
             report=lambda service, state: print(
-                f"{service.name:14} {service.endpoint}  {state}", flush=True
+                f"{service.name:15} {service.endpoint}  {state}", flush=True
             ),
         )
         if args.secure:
@@ -74,10 +74,10 @@ def services(args: argparse.Namespace) -> int:
             print(f"settings for the secured services: source {state_dir() / SECURE_ENV}")
     elif args.action == "down":
         for service, stopped in services_down():
-            print(f"{service.name:14} {'stopped' if stopped else 'not ours or not running'}")
+            print(f"{service.name:15} {'stopped' if stopped else 'not ours or not running'}")
     else:
         for service, state in services_status(secure=args.secure):
-            print(f"{service.name:14} {service.endpoint}  {state_text(service, state)}")
+            print(f"{service.name:15} {service.endpoint}  {state_text(service, state)}")
     return 0
 
 

@@ -9,7 +9,7 @@ from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
 from ticdc_sink.services.registry import RegistryService
-from ticdc_sink.services.secure import secure_services, write_secure_env
+from ticdc_sink.services.secure import SecureRegistryService, secure_services, write_secure_env
 from ticdc_sink.services.spark import spark_cluster
 from ticdc_sink.services.tidb_server import TiDBService
 
@@ -23,7 +23,8 @@ def all_services(
     """Every service the project runs against, in start order: the plain ones; with ``tidb``
     TiDB (after them: its first start builds it from source); with ``secure`` the secured
     variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster; with
-    ``registry`` the schema registry (last: nothing else needs it)."""
+    ``registry`` the schema registry (last: nothing else needs it), and with both ``secure``
+    and ``registry`` its secured front."""
     plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
     return (
         plain
@@ -31,6 +32,7 @@ def all_services(
         + (secure_services() if secure else [])
         + (spark_cluster() if spark else [])
         + ([RegistryService()] if registry else [])
+        + ([SecureRegistryService()] if secure and registry else [])
     )
 
 
