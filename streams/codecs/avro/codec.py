@@ -19,7 +19,10 @@ Two things TiCDC's Avro messages do not carry, and how the codec stands:
   last checkpoint or DDL, whichever is later. A delete follows every earlier change of its key
   in its partition (same ts: Kafka's order decides) and precedes every later one, so per-key
   order holds when the codec sees one partition's messages in order, which is why it is one
-  codec per partition that may decode deletes.
+  codec per partition that may decode deletes, told where its partition stands when it starts
+  mid-stream (``AvroCodec.follows``).
+- A table without a handle key has no Kafka key: its inserts decode, but its updates (no old
+  row to find) and deletes (nothing at all) are refused as ``DecodeError``s.
 """
 
 from __future__ import annotations
@@ -99,6 +102,7 @@ class RowPlan:
     value: RecordPlan
     columns: dict[str, ColumnType]
     fields: tuple[FieldPlan, ...]
+    keyed: bool
 
 
 class AvroCodec(Codec):
@@ -127,6 +131,12 @@ class AvroCodec(Codec):
         self._keys: dict[bytes, RowPlan] = {}
         self._floor = 0
         self._registered: dict[tuple[str, str], int] = {}
+
+    def follows(self, commit_ts: int) -> None:
+        """Tell the codec its partition's changes up to ``commit_ts`` came before what it reads
+        next (a worker that takes over a partition: the largest commit ts staged from it, or
+        its watermark + 1), so that a delete it reads before any other row is not put first."""
+        self._floor = max(self._floor, min(commit_ts, MASK64))
 
     # --- decoding ------------------------------------------------------------------------
 
@@ -168,6 +178,14 @@ class AvroCodec(Codec):
         op = _OPS.get(op_code)
         if op is None:
             raise DecodeError(PROTOCOL, f"_tidb_op is {shown(op_code)}, not 'c' or 'u'", where=OP)
+        if op is Op.UPDATE and not plan.keyed:
+            # Without a key nor an old image, nothing says which of the table's rows changed.
+            raise DecodeError(
+                PROTOCOL,
+                f"an update of {plan.value.database}.{plan.value.table}, which has no handle key:"
+                " TiCDC's Avro protocol carries neither its key nor its old row",
+                where="key",
+            )
         commit_ts &= MASK64
         if commit_ts > self._floor:
             self._floor = commit_ts
@@ -252,7 +270,7 @@ class AvroCodec(Codec):
             FieldPlan(f.name, _keyed(f.kind), f.reader) if f.name in keys else f
             for f in value.fields
         )
-        plan = RowPlan(value, {f.name: f.kind for f in fields}, fields)
+        plan = RowPlan(value, {f.name: f.kind for f in fields}, fields, bool(keys))
         self._rows[heads] = plan
         return plan
 
@@ -260,7 +278,7 @@ class AvroCodec(Codec):
         key_id = wire.schema_id(key, "key")
         record = self._record(key_id, "key")
         fields = tuple(FieldPlan(f.name, _keyed(f.kind), f.reader) for f in record.fields)
-        plan = RowPlan(record, {f.name: f.kind for f in fields}, fields)
+        plan = RowPlan(record, {f.name: f.kind for f in fields}, fields, True)
         self._keys[key[: wire.HEADER]] = plan
         return plan
 

@@ -277,6 +277,24 @@ def test_a_tombstone_is_a_delete_of_its_key_after_what_came_before() -> None:
     assert isinstance(delete, RowChange) and delete.commit_ts == (9 << 18) + 1
 
 
+def test_a_codec_told_where_its_partition_stands_puts_a_first_delete_after_it() -> None:
+    registry, key, _ = _ticdc_frames()
+    codec = AvroCodec(registry)
+    codec.follows(7 << 18)
+    (delete,) = codec.decode(key, b"")
+    assert isinstance(delete, RowChange) and delete.commit_ts == 7 << 18
+
+
+def test_an_update_of_a_table_without_a_key_is_refused_and_its_insert_read() -> None:
+    registry, _, value = _ticdc_frames()
+    with pytest.raises(DecodeError, match="has no handle key"):
+        AvroCodec(registry).decode(None, value)
+    insert = value.replace(b"\x02u", b"\x02c")
+    (row,) = AvroCodec(registry).decode(None, insert)
+    assert isinstance(row, RowChange) and row.op is Op.INSERT
+    assert not any(kind.is_key for kind in row.columns.values())
+
+
 def test_rows_without_the_tidb_extension_are_refused_naming_the_setting() -> None:
     fields = TICDC_VALUE_SCHEMA["fields"][:4]  # type: ignore[index]
     registry, key, value = _ticdc_frames({**TICDC_VALUE_SCHEMA, "fields": fields})
