@@ -28,24 +28,8 @@ RecordReader = Callable[[bytes, int], tuple[dict[str, Any], tuple[Any, ...], int
 # A column's conversion of its non-null values, or the range its integers must be in.
 Converter = Callable[[Any], Value] | range
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
-# A long's varint is at most 10 bytes (70 bits, 64 of them used).
-_LAST_SHIFT = 63
-
-
-def read_long(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint (Avro's int and long) at ``pos``, and the position after it."""
-    byte = data[pos]
-    pos += 1
-    number = byte & 0x7F
-    shift = 7
-    while byte >= 0x80:
-        byte = data[pos]
-        pos += 1
-        number |= (byte & 0x7F) << shift
-        shift += 7
-        if shift > _LAST_SHIFT + 7:
-            raise _bad_varint(pos)
-    return (number >> 1) ^ -(number & 1), pos
+# A long's varint is at most 10 bytes: 70 bits, of which a long uses 64.
+_MAX_VARINT_BITS = 70
 
 
 def decimal_text(unscaled: int, scale: int) -> str:
@@ -79,7 +63,6 @@ def _bad_boolean(byte: int, pos: int) -> ValueError:
 
 
 _HELPERS: dict[str, Any] = {
-    "read_long": read_long,
     "decimal_text": decimal_text,
     "unpack_float": struct.Struct("<f").unpack_from,
     "unpack_double": struct.Struct("<d").unpack_from,
@@ -93,7 +76,8 @@ _HELPERS: dict[str, Any] = {
 
 
 def _long(target: str) -> list[str]:
-    """:func:`read_long` inline: a call costs more than most varints' bytes."""
+    """A zigzag varint (Avro's int and long) into ``target``, inline: a call costs more than
+    most varints' bytes."""
     return [
         "b = data[pos]",
         "pos += 1",
@@ -108,7 +92,7 @@ def _long(target: str) -> list[str]:
         "        n |= (b & 0x7F) << s",
         "        s += 7",
         # Checked once at the end: a run of continuation bytes stops at the end of the data.
-        f"    if s > {_LAST_SHIFT + 7}:",
+        f"    if s > {_MAX_VARINT_BITS}:",
         "        raise bad_varint(pos)",
         f"    {target} = (n >> 1) ^ -(n & 1)",
     ]

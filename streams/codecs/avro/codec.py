@@ -8,7 +8,7 @@ records' schemas are in the registry under the ids the frames name (``wire.py``)
 type and value follow ``types.py``. DDL and checkpoints come in TiCDC's own framing when the
 changefeed sets ``avro-enable-watermark=true``.
 
-Two things TiCDC's Avro messages do not carry, and how the codec stands:
+What TiCDC's Avro messages do not carry, and how the codec stands:
 
 - Without the TiDB extension a row has no commit ts, so the sink could neither order it nor
   hold it back until every partition has passed it: a value schema without ``_tidb_commit_ts``

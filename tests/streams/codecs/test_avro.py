@@ -350,6 +350,13 @@ def test_a_truncated_record_and_bytes_after_one_are_decode_errors(reference: boo
         codec.decode(key, value + b"\x00")
 
 
+def test_a_varint_longer_than_a_long_is_refused() -> None:
+    registry, key, value = _ticdc_frames()
+    overlong = value[:5] + b"\xff" * 10 + b"\x01" + value[6:]
+    with pytest.raises(DecodeError, match="longer than 10 bytes at byte 16, at field 'id'"):
+        AvroCodec(registry).decode(key, overlong)
+
+
 @pytest.mark.parametrize("reference", [False, True])
 def test_an_enum_value_outside_its_members_names_the_column(reference: bool) -> None:
     registry, key, value = _ticdc_frames()
