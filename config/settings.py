@@ -119,7 +119,7 @@ class KafkaSettings(SettingsGroup):
         default=Protocol.OPEN,
         alias="protocol",
         description="the topics' TiCDC protocol: `open`, `craft`, `simple`, `simple-avro`, "
-        "`canal-json`, `debezium`",
+        "`canal-json`, `debezium`, `avro`",
     )
     # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
     session_timeout: float = Field(

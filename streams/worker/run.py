@@ -100,6 +100,12 @@ def protocol_warnings(settings: Settings) -> list[str]:
             "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
             "its commit ts go to the dead letters, and without its watermarks nothing is released"
         ]
+    if protocol is Protocol.AVRO:
+        return [
+            "avro needs the changefeed's enable-tidb-extension=true (rows without its commit ts "
+            "are refused: dead letters) and avro-enable-watermark=true (without its checkpoints "
+            "nothing is released)"
+        ]
     if protocol is Protocol.DEBEZIUM and not settings.worker.resolve_when_idle:
         return [
             "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "

@@ -50,7 +50,7 @@ def test_topics_are_named_or_matched_by_a_valid_pattern_not_both() -> None:
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
-        ("TICDC_SINK_PROTOCOL", "avro", "must be one of 'open', 'craft'"),
+        ("TICDC_SINK_PROTOCOL", "debezium-avro", "must be one of 'open', 'craft'"),
         ("TICDC_SINK_KAFKA", "localhost", "host:port"),
         ("TICDC_SINK_REDIS_URL", "http://x", "redis://"),
         ("TICDC_SINK_DOWNSTREAM", "postgres://a@b/", "mysql://"),
