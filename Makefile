@@ -36,9 +36,10 @@ lint: $(STAMP)
 		&& cargo clippy --release --quiet -- -D warnings && cargo test --release --quiet; fi
 
 # Lint, then every test: unit and integration, against the real local services, the secured
-# copies, TiDB (the demo needs no TiDB; the tests replicate into it too) and the clusters.
+# copies, TiDB, the schema registry (the demo needs neither TiDB nor the registry; the tests
+# replicate into TiDB and read Avro schemas from the registry) and the clusters.
 test: lint $(STAMP)
-	$(BIN)/ticdc-sink services up --secure --tidb --cluster
+	$(BIN)/ticdc-sink services up --secure --tidb --registry --cluster
 	$(BIN)/pytest
 
 unit: $(STAMP)

@@ -14,6 +14,7 @@ class Protocol(StrEnum):
     SIMPLE_AVRO = "simple-avro"
     CANAL_JSON = "canal-json"
     DEBEZIUM = "debezium"
+    AVRO = "avro"
 
 
 class OnError(StrEnum):

@@ -176,6 +176,30 @@ class NothingToCompareError(TicdcSinkError):
     without tables, a database with itself): a match over nothing would prove nothing."""
 
 
+class SchemaRegistryError(TicdcSinkError):
+    """A schema registry answered, but not with what was asked: no schema by that id, a
+    schema it refuses to register, an answer that is no registry's. Its message names the
+    registry (password masked)."""
+
+
+class UnknownSchemaError(SchemaRegistryError):
+    """A message names a schema id the registry does not know (Confluent's error 40403): the
+    message cannot be decoded, and goes to the dead letters with this message."""
+
+    def __init__(self, schema_id: int, registry: str) -> None:
+        self.schema_id = schema_id
+        self.registry = registry
+        super().__init__(f"schema id {schema_id} is unknown to the schema registry at {registry}")
+
+
+class RegistryUnavailableError(ServiceError):
+    """The schema registry is away: no answer (refused, reset, timed out), 5xx, a refused login,
+    a page that is no registry's. The client waits it out; it leaves the client only past the
+    wait a one-shot command allows, or while the process is stopping. Never the message's
+    fault: a worker must not dead-letter a message for it (it re-raises it, as a Redis
+    outage)."""
+
+
 class UnreachableError(ServiceError):
     """A service was still not reachable when the startup timeout ran out."""
 

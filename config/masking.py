@@ -15,7 +15,7 @@ from pydantic import SecretStr
 # What a secret prints as, wherever it is shown.
 MASK = "***"
 # Settings that are addresses and may carry a password.
-ADDRESSES = ("downstream", "upstream", "redis_url")
+ADDRESSES = ("downstream", "upstream", "redis_url", "schema_registry")
 # An S3 URI may carry its secret key as TiCDC's URIs do; it never prints.
 _SECRET_KEY = re.compile(r"(secret-access-key=)[^&]*")
 

@@ -58,6 +58,7 @@ from config.validation import (
     check_kafka_security,
     check_redis_cluster_url,
     check_redis_tls,
+    check_registry_tls,
     explain,
 )
 
@@ -106,12 +107,20 @@ class KafkaSettings(SettingsGroup):
     topics: tuple[str, ...] = Field(
         default=(), alias="topics", description="topics to consume, comma list"
     )
+    # None: the topics are named by TICDC_SINK_TOPICS. A changefeed with a topic per table
+    # (TiCDC's topic dispatcher) creates topics while it runs, which no list can name ahead.
+    topics_pattern: str = Field(
+        default=UNSET,
+        alias="topics_pattern",
+        description="a regular expression the whole topic name matches: consume every such "
+        "topic, those created later too (instead of TICDC_SINK_TOPICS)",
+    )
     # TiCDC's own default protocol for Kafka sinks.
     protocol: Protocol = Field(
         default=Protocol.OPEN,
         alias="protocol",
         description="the topics' TiCDC protocol: `open`, `craft`, `simple`, `simple-avro`, "
-        "`canal-json`, `debezium`",
+        "`canal-json`, `debezium`, `avro`",
     )
     # A worker silent this long loses its partitions to the others (Kafka's minimum is 6 s).
     session_timeout: float = Field(
@@ -194,6 +203,24 @@ class KafkaSettings(SettingsGroup):
         if bad:
             raise ValueError(f"topic names may hold only letters, digits, '.', '_', '-': {bad}")
         return value
+
+    @field_validator("topics_pattern")
+    @classmethod
+    def _check_topics_pattern(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a regular expression: {error}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _check_topics_or_pattern(self) -> KafkaSettings:
+        if self.topics and self.topics_pattern:
+            raise ValueError(
+                f"{env_name('topics')} and {env_name('topics_pattern')} are both set: "
+                "name the topics, or match them by a pattern, not both"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_security(self) -> KafkaSettings:
@@ -505,6 +532,68 @@ class LargeMessageSettings(SettingsGroup):
         return value
 
 
+class SchemaRegistrySettings(SettingsGroup):
+    """Schema registry: where the Avro protocol's schemas are fetched by id (and registered by
+    `produce`)."""
+
+    # Loopback, the registry `ticdc-sink services up --registry` starts (Apicurio's Confluent
+    # API): no configuration on a fresh machine.
+    url: str = Field(
+        default="http://127.0.0.1:8081/apis/ccompat/v7",
+        alias="schema_registry",
+        description="Confluent-API schema registry: `http://` or `https://` base URL (the "
+        "changefeed's `schema-registry`), optionally URL-encoded `user:password@` (basic auth)",
+    )
+    # Unset: the URL's own password, if it has one.
+    password: SecretStr = Field(
+        default=NO_SECRET,
+        alias="schema_registry_password",
+        description="the registry's basic-auth password; replaces one in "
+        "`TICDC_SINK_SCHEMA_REGISTRY`",
+    )
+    # The system's CAs, which sign a hosted registry's certificate.
+    ssl_ca: str = Field(
+        default=UNSET,
+        alias="schema_registry_ssl_ca",
+        description="with `https://`: CA file (unset: the system's CAs)",
+    )
+    # No client certificate: a registry asks for one only with mutual TLS.
+    ssl_cert: str = Field(
+        default=UNSET,
+        alias="schema_registry_ssl_cert",
+        description="with `https://`: client certificate file",
+    )
+    # No certificate, no key.
+    ssl_key: str = Field(
+        default=UNSET,
+        alias="schema_registry_ssl_key",
+        description="with `https://`: the client certificate's key",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError("must be an http:// or https:// URL with a host")
+        return value
+
+    @model_validator(mode="after")
+    def _check_tls(self) -> SchemaRegistrySettings:
+        files = TlsFiles(
+            ("schema_registry_ssl_ca", self.ssl_ca),
+            ("schema_registry_ssl_cert", self.ssl_cert),
+            ("schema_registry_ssl_key", self.ssl_key),
+        )
+        check_registry_tls(self.url, files)
+        return self
+
+    def __repr_args__(self) -> Any:
+        # repr() and str() show the URL with its password masked, like describe().
+        for name, value in super().__repr_args__():
+            yield name, masked("schema_registry", value) if name == "url" else value
+
+
 class SinkSettings(SettingsGroup):
     """The sink: micro-batches, routes, and what it does with what the downstream refuses."""
 
@@ -670,6 +759,7 @@ class Settings(BaseModel):
     downstream: DownstreamSettings = Field(default_factory=DownstreamSettings)
     worker: WorkerSettings = Field(default_factory=WorkerSettings)
     large_messages: LargeMessageSettings = Field(default_factory=LargeMessageSettings)
+    schema_registry: SchemaRegistrySettings = Field(default_factory=SchemaRegistrySettings)
     sink: SinkSettings = Field(default_factory=SinkSettings)
     spark: SparkSettings = Field(default_factory=SparkSettings)
     logging: LoggingSettings = Field(default_factory=LoggingSettings)

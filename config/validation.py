@@ -81,6 +81,14 @@ def check_redis_cluster_url(url: str) -> None:
         )
 
 
+def check_registry_tls(url: str, files: TlsFiles) -> None:
+    """TLS files only with an ``https://`` registry, and the files whole."""
+    given = files.given()
+    if given and urlsplit(url).scheme != "https":
+        raise ValueError(f"{', '.join(given)} need an https:// {env_name('schema_registry')}")
+    files.check()
+
+
 def explain(exc: ValidationError, values: Mapping[str, Any], names: Names) -> str:
     """The one line a failed validation of the raw ``values`` (by setting name) prints: each
     error with its variable and the value given, secrets masked."""

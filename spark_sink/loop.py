@@ -25,6 +25,7 @@ from spark_sink.metrics import record_batch
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
 from spark_sink.target import Target
+from spark_sink.topic_gate import ResolvedGate
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -47,6 +48,9 @@ class SinkLoop:
         self.staging = staging
         self.target = target
         self.epoch = epoch
+        # How far it may apply: the global resolved ts, checked against Kafka's topics when a
+        # pattern names them.
+        self.gate = ResolvedGate(settings, staging)
         self.applied_rows = 0
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
@@ -77,10 +81,12 @@ class SinkLoop:
             # Read ahead past the last round: None when no resolved ts was new by its end.
             resolved = None if rounds is None else self._apply_round(rounds, checkpoint)
             if resolved is None:
-                upto = self.staging.global_resolved_ts()
+                upto = self.gate.resolved()
                 if upto is None or upto <= after:
                     return checkpoint.resolved_ts
-                rounds = read_rounds(self.settings, self.staging, after, upto, self.batch_rows)
+                rounds = read_rounds(
+                    self.settings, self.staging, after, upto, self.batch_rows, self.gate.resolved
+                )
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:
                     raise RuntimeError("the sink's round ended before its first step")

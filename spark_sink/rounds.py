@@ -11,7 +11,7 @@ round off the loop's thread.
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 
 from config.settings import Settings
@@ -88,14 +88,23 @@ class Ahead:
     rounds: Rounds
 
 
+# How far the sink may apply now (spark_sink/topic_gate.py; the global resolved ts by default).
+ResolvedTs = Callable[[], int | None]
+
+
 def read_rounds(
-    settings: Settings, staging: Staging, after: int, resolved: int, batch_rows: int
+    settings: Settings,
+    staging: Staging,
+    after: int,
+    resolved: int,
+    batch_rows: int,
+    resolved_ts: ResolvedTs | None = None,
 ) -> Rounds:
     """Rounds from the one of the changes after ``after`` up to ``resolved``, read and planned
     by a thread while the loop applies (the apply mostly waits on the downstream): one batch
-    applied, one planned, one being read."""
+    applied, one planned, one being read; each next round up to ``resolved_ts()``."""
     gate = RoundGate()
-    planned = planned_rounds(settings, staging, after, resolved, batch_rows, gate)
+    planned = planned_rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
     steps = read_ahead(planned, limit=1, chunk=1, pipeline=settings.group)
     return Rounds(steps, gate)
 
@@ -107,6 +116,7 @@ def planned_rounds(
     resolved: int,
     batch_rows: int,
     gate: RoundGate,
+    resolved_ts: ResolvedTs | None = None,
 ) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
     """Planned rounds, each up to the global resolved ts when it starts, then its end; the
     rounds go on while a new resolved ts is there once a round's end is handed over, or
@@ -115,6 +125,7 @@ def planned_rounds(
     again. Each applied round is trimmed here, off the loop's thread."""
     pipeline = settings.group
     configured = settings.sink.batch_rows
+    next_resolved = staging.global_resolved_ts if resolved_ts is None else resolved_ts
     # The round before, applied: trimmed here once this round's first step is handed over
     # (while the loop applies it), never before its checkpoint committed.
     applied: int | None = None
@@ -137,7 +148,7 @@ def planned_rounds(
         # costs count, not how soon the first one starts). Trimmed once the next round's
         # first step is handed over, which the queue takes only after the loop took this
         # round's end (all of it applied).
-        upto = staging.global_resolved_ts()
+        upto = next_resolved()
         if upto is not None and upto > resolved:
             gate.untrimmed = applied = resolved
             gate.decided()
@@ -146,7 +157,7 @@ def planned_rounds(
             if not gate.wait():
                 return
             try:
-                upto = staging.global_resolved_ts()
+                upto = next_resolved()
                 if upto is None or upto <= resolved:
                     staging.trim(resolved)
                     return

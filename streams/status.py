@@ -10,6 +10,7 @@ from typing import Any
 from config.settings import Settings
 from core.kafka_client import kafka_options
 from core.staging import Staging, TopicPartition
+from core.topics import matched_topics, unrecorded
 from core.tso import describe_tso, tso_fields
 
 # A partition's owner when Kafka cannot say (a rebalance under way, the group not readable).
@@ -71,6 +72,12 @@ async def kafka_view(settings: Settings, partitions: list[TopicPartition]) -> Ka
     )
 
 
+async def pattern_topics(settings: Settings) -> dict[str, int] | None:
+    """The topics ``TICDC_SINK_TOPICS_PATTERN`` matches in Kafka, with their partition counts
+    (None without a pattern)."""
+    return await matched_topics(settings) if settings.kafka.topics_pattern else None
+
+
 def partition_owners(
     group: dict[str, Any] | None, partitions: list[TopicPartition]
 ) -> dict[TopicPartition, str | None]:
@@ -110,11 +117,17 @@ def snapshot(
     checkpoint_ts: int | None,
     now: float | None = None,
     owners: dict[TopicPartition, str | None] | None = None,
+    matched: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The status document (the ``--json`` form): every TSO with its UTC time and age at
     ``now`` (default: the clock), Kafka lag in messages, each partition's owner in ``owners``
-    (:data:`UNKNOWN_OWNER` for one it lacks; None: no member of the group holds it)."""
+    (:data:`UNKNOWN_OWNER` for one it lacks; None: no member of the group holds it), and the
+    topics: those ``TICDC_SINK_TOPICS_PATTERN`` ``matched`` in Kafka (topic -> partitions), each
+    recorded in staging or not yet, or without a pattern those recorded."""
     now = time.time() if now is None else now
+    recorded = staging.partition_counts()
+    listed = recorded if matched is None else matched
+    waiting = unrecorded(recorded, listed)
     marks = staging.watermarks()
     # Simple messages waiting for their table schema: each caps its partition's watermark.
     held: dict[TopicPartition, int] = {}
@@ -156,6 +169,12 @@ def snapshot(
         # How far the downstream is behind the clock (grows while nothing is applied).
         "replication_lag_seconds": checkpoint_at["age_seconds"],
         "blocking_partitions": [tp.field for tp in blocking],
+        # Matched in Kafka, not yet recorded by a worker: the sink applies nothing new until.
+        "blocking_topics": waiting,
+        "topics": [
+            {"topic": topic, "partitions": count, "recorded": topic not in waiting}
+            for topic, count in sorted(listed.items())
+        ],
         "staged_rows": staged_rows,
         "staged_bytes": staged_bytes,
         "dead_letters": staging.dead_letters.count(),
@@ -175,6 +194,8 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
+        "  topics              "
+        + (", ".join(_topic_cell(topic) for topic in document["topics"]) or "-"),
         _placement(document.get("redis")),
         "{:24} {:>24} {:>8} {:>6} {:>10} {:>10} {:>14}  {}".format(
             "partition",
@@ -204,6 +225,12 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
             f"{_cell(row['lag_messages']):>14}  {_cell(row['owner'], none='none')}"
         )
     return "\n".join(lines)
+
+
+def _topic_cell(topic: dict[str, Any]) -> str:
+    recorded = "" if topic["recorded"] else ", not recorded yet: holds the sink"
+    count = topic["partitions"]
+    return f"{topic['topic']} ({count} partition{'' if count == 1 else 's'}{recorded})"
 
 
 def _cell(value: object, none: str = "-") -> str:

@@ -242,6 +242,29 @@ def scratch_db(
 
 
 @pytest.fixture(scope="session")
+def schema_registry_url(settings: Settings) -> str:
+    """The schema registry's Confluent API the settings name (the local Apicurio that
+    `ticdc-sink services up --registry` starts, unless TICDC_SINK_SCHEMA_REGISTRY says
+    otherwise), once it answers as a registry."""
+    from config.errors import ConfigError, RegistryUnavailableError
+    from streams.schema_registry import SchemaRegistry
+
+    try:
+        SchemaRegistry.from_settings(settings, patience=0).check()
+    except (RegistryUnavailableError, ConfigError) as exc:
+        service_missing("The schema registry", exc, start="ticdc-sink services up --registry")
+    return settings.schema_registry.url
+
+
+@pytest.fixture
+def schema_registry(settings: Settings, schema_registry_url: str) -> Any:
+    """A client of the schema registry, caching in memory only (a `SchemaRegistry`)."""
+    from streams.schema_registry import SchemaRegistry
+
+    return SchemaRegistry.from_settings(settings)
+
+
+@pytest.fixture(scope="session")
 def spark(settings: Settings) -> Iterator[Any]:
     from config.settings import default_of
     from spark_sink.load.spark_session import build_spark

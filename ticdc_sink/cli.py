@@ -110,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with up: also TiDB on 127.0.0.1:4000, built from source the first time",
     )
     services.add_argument(
+        "--registry",
+        action="store_true",
+        help="with up: also a schema registry (Apicurio, Confluent API at "
+        "http://127.0.0.1:8081/apis/ccompat/v7)",
+    )
+    services.add_argument(
         "--cluster",
         action="store_true",
         help="with up: also a Redis Cluster on 127.0.0.1:7000-7005 and a 3-broker Kafka on "

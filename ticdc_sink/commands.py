@@ -6,12 +6,16 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from config.choices import LogLevel
 from config.errors import ConfigError
 from config.logs import configure_logging
-from config.settings import Settings, load_settings
+from config.settings import Protocol, Settings, load_settings
 from ticdc_sink.exit_codes import EXIT_FAILURE
+
+if TYPE_CHECKING:
+    from streams.schema_registry import SchemaRegistry
 
 # The long-running processes: they wait for a service rather than stop at once.
 SERVICE_COMMANDS = frozenset({"worker", "apply"})
@@ -59,6 +63,7 @@ def services(args: argparse.Namespace) -> int:
             secure=args.secure,
             spark=args.spark_cluster,
             tidb=args.tidb,
+            registry=args.registry,
             report=lambda service, state: print(
                 f"{service.name:22} {service.endpoint}  {state}", flush=True
             ),
@@ -90,7 +95,18 @@ def services(args: argparse.Namespace) -> int:
 def decode(args: argparse.Namespace) -> int:
     from ticdc_sink.decode_command import run_decode
 
-    return run_decode(args.protocol, args.key, args.values, args.stream)
+    registry = _registry(settings_from(args)) if args.protocol == Protocol.AVRO else None
+    return run_decode(args.protocol, args.key, args.values, args.stream, registry)
+
+
+def _registry(settings: Settings) -> SchemaRegistry:
+    """The schema registry ``TICDC_SINK_SCHEMA_REGISTRY`` names, checked: a one-shot command
+    waits for one that is away as long as a starting worker would, then stops with one line."""
+    from streams.schema_registry import SchemaRegistry
+
+    registry = SchemaRegistry.from_settings(settings, patience=settings.startup_timeout)
+    registry.check()
+    return registry
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -171,10 +187,12 @@ def produce(args: argparse.Namespace) -> int:
     topic = args.topic or (settings.kafka.topics[0] if settings.kafka.topics else None)
     if topic is None:
         raise ConfigError("name the topic: --topic or TICDC_SINK_TOPICS")
+    protocol = args.protocol or settings.kafka.protocol.value
+    registry = _registry(settings) if protocol == Protocol.AVRO else None
     sent, final = run_produce(
         settings,
         topic,
-        args.protocol or settings.kafka.protocol.value,
+        protocol,
         args.partitions,
         args.transactions,
         args.seed,
@@ -182,8 +200,10 @@ def produce(args: argparse.Namespace) -> int:
         args.duplicates,
         args.schema,
         dispatcher=Dispatcher(args.dispatcher),
+        registry=registry,
     )
-    print(f"sent {sent} messages to {topic}; final resolved ts {final}")
+    where = f"the topics {topic}_<schema>_<table>" if registry is not None else topic
+    print(f"sent {sent} messages to {where}; final resolved ts {final}")
     print(f"expected downstream state: {args.expected}")
     return 0
 

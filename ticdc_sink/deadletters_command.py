@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 
 from config.errors import ConfigError, DecodeError, NotYetDecodableError, ReplayRefusedError
-from config.settings import Settings
+from config.settings import Protocol, Settings
 from core.model import DDLEvent, RowChange
 from core.redis_client import redis_client
 from core.staging import DeadLetter, DeadLetters, MessageLetter, RowLetter, Staging
@@ -136,7 +136,16 @@ def _replay_message(
     entry = letter.id
     key = Path(key_file).read_bytes() if key_file else letter.key
     value = Path(value_file).read_bytes() if value_file else letter.value
-    codec = codec_for(settings.kafka.protocol, RedisSchemaStore(staging.schemas()))
+    registry = None
+    if settings.kafka.protocol is Protocol.AVRO:
+        from streams.schema_registry import SchemaRegistry
+
+        registry = SchemaRegistry.from_settings(
+            settings, staging, patience=settings.startup_timeout
+        )
+    codec = codec_for(
+        settings.kafka.protocol, RedisSchemaStore(staging.schemas()), registry=registry
+    )
     try:
         # Made whole as the worker makes it: claim checks read, handle-key-only rows fetched.
         events = LargeMessages.from_settings(settings).decode(codec, key or None, value)

@@ -8,12 +8,16 @@ import gzip
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
 from config.errors import DecodeError, NotYetDecodableError
 from streams.codecs import Codec, codec_for
 from streams.codecs.event_json import event_json
+
+if TYPE_CHECKING:
+    from streams.codecs.avro import Registry
 
 EXIT_BAD_INPUT = 2
 
@@ -46,11 +50,15 @@ def _fail(path: str, error: Exception) -> int:
 
 
 def run_decode(
-    protocol: str, key_paths: list[str], value_paths: list[str], stream_paths: list[str]
+    protocol: str,
+    key_paths: list[str],
+    value_paths: list[str],
+    stream_paths: list[str],
+    registry: Registry | None = None,
 ) -> int:
     """Decode each value file in turn with one codec (so Simple schemas carry over), the n-th
     with the n-th key file; then each stream file's messages, a codec per partition, each event
-    with its partition. Exit 2 on bad input."""
+    with its partition; Avro records with the schemas of ``registry``. Exit 2 on bad input."""
     out = sys.stdout.buffer
     if key_paths and len(key_paths) != len(value_paths):
         print(
@@ -59,7 +67,7 @@ def run_decode(
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
-    codec = codec_for(protocol)
+    codec = codec_for(protocol, registry=registry)
     if not stream_paths and not value_paths:
         value_paths = ["-"]
     for index, path in enumerate(value_paths):
@@ -74,7 +82,9 @@ def run_decode(
         codecs: dict[int, Codec] = {}
         try:
             for number, partition, key, value in _stream(path):
-                partition_codec = codecs.setdefault(partition, codec_for(protocol))
+                partition_codec = codecs.get(partition) or codecs.setdefault(
+                    partition, codec_for(protocol, registry=registry)
+                )
                 try:
                     events = partition_codec.decode(key, value)
                 except (DecodeError, NotYetDecodableError) as exc:

@@ -5,15 +5,22 @@ unless told otherwise, as TiCDC's default); DDL and resolved events go to every 
 each partition's codec batches as TiCDC's does (16 rows per Open Protocol message). Optionally a
 share of messages is sent twice and older resolved events are replayed, as TiCDC does after its
 own restarts. The expected downstream state is written to a JSON file for `ticdc-sink verify`.
+
+Avro (``protocol=avro``) is one topic per table, ``<topic>_<schema>_<table>`` as TiCDC's topic
+dispatcher names them, its schemas registered in the schema registry; its DDL and checkpoint
+messages go to every partition of every table's topic. TiCDC's Avro protocol cannot carry a
+delete of a table without a handle key, so such a table is left out of an Avro stream.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -21,11 +28,14 @@ from config.errors import ConfigError
 from config.settings import Protocol, Settings
 from core.kafka_client import kafka_options
 from core.model import ColumnType, MySQLType, Resolved, RowChange, Value
-from streams.codecs import KafkaMessage, codec_for
+from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
 from ticdc_sink.dispatchers import Dispatcher, partition_of
-from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario
+from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario, Transaction
+
+if TYPE_CHECKING:
+    from streams.codecs.avro import Registry
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
@@ -38,10 +48,28 @@ def scenario_messages(
     duplicates: float = 0.0,
     seed: int = 1,
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
+    codec: Callable[[], Codec] | None = None,
 ) -> tuple[list[tuple[int, KafkaMessage]], int]:
-    """Every message of the scenario with its partition, in send order, and the last resolved ts."""
+    """Every message of the scenario with its partition, in send order, and the last resolved ts
+    (each partition's messages encoded by a codec of ``codec``'s, by default ``protocol``'s)."""
+    history = scenario.history()
+    return history_messages(history, protocol, partitions, duplicates, seed, dispatcher, codec)
+
+
+def history_messages(
+    history: Iterable[Transaction],
+    protocol: str,
+    partitions: int,
+    duplicates: float = 0.0,
+    seed: int = 1,
+    dispatcher: Dispatcher = Dispatcher.DEFAULT,
+    codec: Callable[[], Codec] | None = None,
+) -> tuple[list[tuple[int, KafkaMessage]], int]:
+    """Every message of ``history`` with its partition, in send order, and the last resolved ts,
+    as :func:`scenario_messages` gives a scenario's."""
     rng = random.Random(seed)
-    codecs = [codec_for(protocol) for _ in range(partitions)]
+    codecs = [codec() if codec else codec_for(protocol) for _ in range(partitions)]
+    skipped = _skipped_tables(protocol)
     pending: list[list[RowChange]] = [[] for _ in range(partitions)]
     out: list[tuple[int, KafkaMessage]] = []
     # What may be sent again: a re-sent row of a table without a key is a second identical row
@@ -70,7 +98,10 @@ def scenario_messages(
                 emit(partition, [rng.choice(sent[partition])])
             emit(partition, codecs[partition].encode([Resolved(resolved)]))
 
-    for count, txn in enumerate(scenario.history(), 1):
+    for count, txn in enumerate(history, 1):
+        if txn.ddl is not None and txn.ddl.table in skipped:
+            last_ts = txn.commit_ts
+            continue
         if txn.ddl is not None:
             flush(last_ts)
             for partition in range(partitions):
@@ -78,7 +109,8 @@ def scenario_messages(
             last_ts = txn.commit_ts
             continue
         for row in txn.rows:
-            pending[partition_of(row, partitions, dispatcher)].append(row)
+            if row.table not in skipped:
+                pending[partition_of(row, partitions, dispatcher)].append(row)
         last_ts = txn.commit_ts
         if count % RESOLVED_EVERY == 0:
             flush(last_ts)
@@ -90,6 +122,7 @@ def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]
     """The downstream tables the scenario should leave, as JSON-ready data (DECIMAL as far as
     ``protocol`` carries it: TiCDC's Debezium encoder sends it as a double)."""
     lossy_decimal = protocol == Protocol.DEBEZIUM
+    skipped = _skipped_tables(protocol)
 
     def cell(kind: ColumnType, value: Value) -> Any:
         if isinstance(value, bytes):
@@ -107,36 +140,63 @@ def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]
             ],
         }
         for table, rows in scenario.state.items()
+        if table not in skipped
     }
 
 
+def _skipped_tables(protocol: str) -> frozenset[str]:
+    """The scenario's tables a protocol cannot carry: Avro sends a delete as its key alone."""
+    return KEYLESS_TABLES if protocol == Protocol.AVRO else frozenset()
+
+
+def avro_topics(topic: str, scenario: Scenario) -> list[str]:
+    """The topic of each table of an Avro stream (TiCDC's ``<topic>_{schema}_{table}``)."""
+    from streams.codecs.avro.wire import topic_for
+
+    skipped = _skipped_tables(Protocol.AVRO)
+    return [
+        topic_for(topic, scenario.schema, table)
+        for table in scenario.columns
+        if table not in skipped
+    ]
+
+
 async def send(
-    settings: Settings, topic: str, partitions: int, messages: list[tuple[int, KafkaMessage]]
+    settings: Settings,
+    topic: str,
+    partitions: int,
+    messages: list[tuple[int, KafkaMessage]],
+    topics: Sequence[str] = (),
 ) -> None:
-    """Create ``topic`` if needed and send every message to its partition, in order."""
+    """Create the topics if needed and send every message to its partition, in order: to its
+    own topic where it names one, else to each of ``topics`` (default: ``topic``). An empty
+    value is sent as none (a tombstone)."""
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import TopicAlreadyExistsError
 
+    every = list(topics) or [topic]
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
-        (described,) = await admin.describe_topics([topic])
-        if described["error_code"]:
-            # On every broker up to three (aiokafka cannot ask for the brokers' default).
-            brokers = len((await admin.describe_cluster())["brokers"])
-            await admin.create_topics([NewTopic(topic, partitions, min(brokers, 3))])
-        else:
-            _check_partitions(topic, len(described["partitions"]), partitions)
-    except TopicAlreadyExistsError:
-        pass
+        # On every broker up to three (aiokafka cannot ask for the brokers' default).
+        replication = min(len((await admin.describe_cluster())["brokers"]), 3)
+        for name in every:
+            (described,) = await admin.describe_topics([name])
+            if described["error_code"]:
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    await admin.create_topics([NewTopic(name, partitions, replication)])
+            else:
+                _check_partitions(name, len(described["partitions"]), partitions)
     finally:
         await admin.close()
     producer = AIOKafkaProducer(**kafka_options(settings, enable_idempotence=True, linger_ms=5))
     await producer.start()
     try:
         for partition, message in messages:
-            await producer.send(topic, message.value, key=message.key, partition=partition)
+            value = message.value or None
+            for name in [message.topic] if message.topic else every:
+                await producer.send(name, value, key=message.key, partition=partition)
         await producer.flush()
     finally:
         await producer.stop()
@@ -171,13 +231,22 @@ def run_produce(
     schema: str = "shop",
     start_ts: int = START_TS,
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
+    registry: Registry | None = None,
 ) -> tuple[int, int]:
-    """Produce a scenario; returns (messages sent, final resolved ts)."""
+    """Produce a scenario; returns (messages sent, final resolved ts). Avro registers its
+    schemas in ``registry`` and writes to a topic per table named after ``topic``."""
     scenario = Scenario(seed=seed, transactions=transactions, schema=schema, start_ts=start_ts)
+    codec: Callable[[], Codec] | None = None
+    topics: list[str] = []
+    if protocol == Protocol.AVRO:
+        from streams.codecs.avro import AvroCodec
+
+        codec = functools.partial(AvroCodec, registry, topic_prefix=topic)
+        topics = avro_topics(topic, scenario)
     messages, final = scenario_messages(
-        scenario, protocol, partitions, duplicates, seed, dispatcher
+        scenario, protocol, partitions, duplicates, seed, dispatcher, codec
     )
-    asyncio.run(send(settings, topic, partitions, messages))
+    asyncio.run(send(settings, topic, partitions, messages, topics))
     expected.parent.mkdir(parents=True, exist_ok=True)
     expected.write_bytes(orjson.dumps(expected_state(scenario, protocol)))
     return len(messages), final

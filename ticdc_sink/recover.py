@@ -18,6 +18,7 @@ from config.settings import Settings
 from core.kafka_client import kafka_options
 from core.redis_client import redis_client
 from core.staging import Staging
+from core.topics import matched_topics
 from core.tso import describe_tso
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
@@ -48,8 +49,11 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
 
     ``dry_run`` shows what would change and changes nothing; otherwise the operator confirms
     (``assume_yes``, or a prompt on a terminal)."""
-    if not settings.kafka.topics:
-        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics the workers consume")
+    if not settings.kafka.topics and not settings.kafka.topics_pattern:
+        raise ConfigError(
+            "neither TICDC_SINK_TOPICS nor TICDC_SINK_TOPICS_PATTERN is set: name the topics "
+            "the workers consume, or the pattern they match"
+        )
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         table = CheckpointTable(settings.downstream.meta_db, settings.group)
         table.create(cursor)
@@ -57,8 +61,10 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
     offsets = checkpoint.offsets if checkpoint else {}
     rewinds = asyncio.run(_plan_rewind(settings, offsets))
     staging = Staging(redis_client(settings), settings.group)
-    # The dead letters are a record, not state to rebuild: a recovery keeps them.
-    doomed = staging.stored_keys(keep=frozenset({staging.keys.dead_letters}))
+    # The dead letters are a record, not state to rebuild: a recovery keeps them. So are the
+    # schemas fetched from a registry: an id's schema never changes.
+    kept = frozenset({staging.keys.dead_letters, staging.keys.registry_schemas})
+    doomed = staging.stored_keys(keep=kept)
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
     print(f"pipeline {settings.group}: {at}")
     for rewind in rewinds:
@@ -68,7 +74,7 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
                 f"  WARNING {rewind.field}: offsets {rewind.offset}..{rewind.earliest - 1} were "
                 "deleted by Kafka's retention; their changes cannot be replayed"
             )
-    print(f"  staging keys to clear: {len(doomed)} (the dead letters are kept)")
+    print(f"  staging keys to clear: {len(doomed)} (dead letters and registry schemas are kept)")
     if dry_run:
         print("dry run: nothing changed")
         return 0
@@ -116,7 +122,9 @@ async def _plan_rewind(settings: Settings, offsets: dict[str, int]) -> list[Rewi
                 "stop every worker first, or they would stage on from where they are"
             )
         targets: dict[KafkaTP, int] = {}
-        for topic in await admin.describe_topics(list(settings.kafka.topics)):
+        # With a pattern, every topic it matches now (those the checkpoint lacks from the start).
+        names = list(settings.kafka.topics) or sorted(await matched_topics(settings))
+        for topic in await admin.describe_topics(names) if names else []:
             if topic["error_code"]:
                 raise ConfigError(f"TICDC_SINK_TOPICS: topic {topic['topic']!r} not found")
             for partition in topic["partitions"]:

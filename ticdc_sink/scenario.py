@@ -75,6 +75,8 @@ class Scenario:
     clock: Callable[[], int] | None = None
     # Where the synthetic clock starts (a later scenario on the same topic starts after the last).
     start_ts: int = START_TS
+    # Inserts into ``orders`` of one last transaction (a bulk load, as large as a test needs).
+    bulk_rows: int = 0
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -86,7 +88,8 @@ class Scenario:
         self._touched: set[tuple[str, tuple[Value, ...]]] = set()
 
     def history(self) -> Iterator[Transaction]:
-        """DDL creating the schema, then transactions, with an ADD COLUMN halfway."""
+        """DDL creating the schema, then transactions, with an ADD COLUMN halfway, then the bulk
+        transaction if any."""
         ts = self.start_ts + (1 << 18)
         db = self.schema
         yield Transaction(ts, ddl=DDLEvent(ts, db, None, f"CREATE DATABASE {db}", 1))
@@ -109,6 +112,15 @@ class Scenario:
                 if change is not None:
                     txn.rows.append(change)
             yield txn
+        if self.bulk_rows:
+            ts = max(ts + 1, self.clock()) if self.clock else ts + (1 << 18)
+            bulk = Transaction(ts)
+            self._touched = set()
+            while len(bulk.rows) < self.bulk_rows:
+                change = self._insert(ts, "orders")
+                if change is not None:
+                    bulk.rows.append(change)
+            yield bulk
 
     def _change(self, ts: int) -> RowChange | None:
         table = self.rng.choice(["customers", "orders", "orders", "events"])

@@ -14,7 +14,7 @@ from core.redis_client import redis_client
 from core.staging import Staging
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
-from streams.status import kafka_view, render, snapshot
+from streams.status import kafka_view, pattern_topics, render, snapshot
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
 NOT_YET_CREATED = frozenset({1049, 1146})
@@ -47,6 +47,7 @@ def run_status(settings: Settings, as_json: bool) -> int:
         kafka.ends,
         checkpoint_ts=read_checkpoint(settings),
         owners=kafka.owners,
+        matched=asyncio.run(pattern_topics(settings)),
     )
     print(orjson.dumps(document).decode() if as_json else render(document))
     if not document["partitions"] and not as_json:

@@ -93,6 +93,11 @@ class Staging(StagingWriter, WatermarkReader, StagingReader):
         """The pipeline's schema hash (the Simple protocol's schemas)."""
         return SchemaHash(self._client, self.keys.schemas)
 
+    def registry_schemas(self) -> SchemaHash:
+        """The pipeline's cache of schemas fetched from a schema registry (a schema id never
+        changes its schema, so a restarted worker reads them here instead of the registry)."""
+        return SchemaHash(self._client, self.keys.registry_schemas)
+
     def sink_leads(self) -> bool:
         """Whether a sink holds the pipeline's leader lease now."""
         return bool(self._client.exists(self.keys.leader))

@@ -90,6 +90,11 @@ class Keys:
         return self._name("schemas")
 
     @property
+    def registry_schemas(self) -> str:
+        """Hash of Avro schemas fetched from a schema registry, by registry and schema id."""
+        return self._name("registry-schemas")
+
+    @property
     def dead_letters(self) -> str:
         return self._name("deadletters")
 

@@ -43,6 +43,10 @@ def min_resolved(marks: dict[TopicPartition, int | None], held: dict[str, int]) 
     )
 
 
+def _partitions_of(counts: dict[str, int]) -> list[TopicPartition]:
+    return [TopicPartition(t, p) for t, count in sorted(counts.items()) for p in range(count)]
+
+
 class WatermarkReader:
     """Reads of one pipeline's progress."""
 
@@ -51,21 +55,25 @@ class WatermarkReader:
         self.keys = keys
         self._count_rows = client.register_script(scripts.COUNT_ROWS)
 
+    def partition_counts(self) -> dict[str, int]:
+        """Topic -> partition count of every topic the pipeline consumes (as the workers
+        recorded)."""
+        counts = self._client.hgetall(self.keys.partitions)
+        return {as_text(topic): int(count) for topic, count in counts.items()}
+
     def partitions(self) -> list[TopicPartition]:
         """Every partition of every topic the pipeline consumes (as the workers recorded)."""
-        counts = self._client.hgetall(self.keys.partitions)
-        return [
-            TopicPartition(as_text(topic), p)
-            for topic, count in sorted(counts.items())
-            for p in range(int(count))
-        ]
+        return _partitions_of(self.partition_counts())
 
     def watermarks(self) -> dict[TopicPartition, int | None]:
         """Every known partition's resolved ts (None: none seen yet)."""
+        return self._watermarks_of(self.partitions())
+
+    def _watermarks_of(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int | None]:
         raw = self._client.hgetall(self.keys.watermarks)
         return {
             tp: int(raw[tp.field.encode()], 16) if tp.field.encode() in raw else None
-            for tp in self.partitions()
+            for tp in partitions
         }
 
     def highest_watermark(self) -> int | None:
@@ -80,7 +88,16 @@ class WatermarkReader:
         A partition holding a message it cannot decode yet counts as resolved only up to just
         before that message's commit ts.
         """
-        marks = self.watermarks()
+        return self.resolved_over()[0]
+
+    def resolved_over(self) -> tuple[int | None, dict[str, int]]:
+        """The global resolved ts, and the partition counts it was read over (what a topic
+        discovered since must be checked against: core/topics.py)."""
+        counts = self.partition_counts()
+        return self._resolved_of(_partitions_of(counts)), counts
+
+    def _resolved_of(self, partitions: list[TopicPartition]) -> int | None:
+        marks = self._watermarks_of(partitions)
         if not marks or any(mark is None for mark in marks.values()):
             return None
         held = {

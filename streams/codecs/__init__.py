@@ -12,13 +12,23 @@ from streams.codecs.base import Codec, KafkaMessage
 from streams.codecs.open_protocol import OpenProtocolCodec
 
 if TYPE_CHECKING:
+    from streams.codecs.avro.registry import Registry
     from streams.codecs.simple_schema import SchemaStore
 
 
-def codec_for(protocol: Protocol | str, schemas: SchemaStore | None = None) -> Codec:
+def codec_for(
+    protocol: Protocol | str,
+    schemas: SchemaStore | None = None,
+    *,
+    registry: Registry | None = None,
+) -> Codec:
     """A new codec for ``protocol``; the Simple and Debezium codecs keep table schemas in
-    ``schemas``."""
+    ``schemas``, the Avro codec reads and registers its records' schemas in ``registry``."""
     protocol = Protocol(protocol)
+    if protocol is Protocol.AVRO:
+        from streams.codecs.avro import AvroCodec
+
+        return AvroCodec(registry)
     if protocol is Protocol.OPEN:
         return OpenProtocolCodec()
     if protocol is Protocol.CRAFT:

@@ -18,10 +18,12 @@ MAX_MESSAGE_BYTES = 256 << 20
 
 @dataclass(frozen=True, slots=True)
 class KafkaMessage:
-    """One Kafka record's key and value (the key is ``None`` where the protocol has none)."""
+    """One Kafka record's key and value (the key is ``None`` where the protocol has none), and
+    its topic where the protocol gives each table its own (Avro); None: the stream's topics."""
 
     key: bytes | None
     value: bytes
+    topic: str | None = None
 
 
 Messages = Sequence[tuple[bytes | None, bytes]]

@@ -29,12 +29,13 @@ from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.large_messages import LargeMessages
 from streams.schema_store import RedisSchemaStore
-from streams.status import kafka_offsets, snapshot
+from streams.status import kafka_offsets, pattern_topics, snapshot
 from streams.transport import ChunkTransport, Handler
 from streams.worker.backpressure import wait_for_room
 from streams.worker.line import StagingLine
 from streams.worker.stager import MessageStager, Record
 from streams.worker.timers import Timers
+from streams.worker.topics import RESUBSCRIBE_S
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -53,8 +54,12 @@ class WorkerApp:
     line: StagingLine
 
 
-def build_app(settings: Settings, staging: Staging) -> WorkerApp:
-    """The Faust app of one pipeline, staging the messages of ``TICDC_SINK_TOPICS``."""
+def build_app(
+    settings: Settings, staging: Staging, topics: Sequence[str] | None = None
+) -> WorkerApp:
+    """The Faust app of one pipeline, staging the messages of ``topics`` (by default
+    ``TICDC_SINK_TOPICS``; with a pattern, the topics it matched at start, joined by those
+    created later)."""
     app = faust_app(settings)
     stager = MessageStager(
         staging,
@@ -75,7 +80,9 @@ def build_app(settings: Settings, staging: Staging) -> WorkerApp:
     )
     app.transport = ChunkTransport(app.conf.broker_consumer, app, _stage_on(app, line))
     # What the conductor holds is what the consumer subscribes; its messages all go to the line.
-    app.topics.add(app.topic(*settings.kafka.topics))
+    app.topics.add(app.topic(*(settings.kafka.topics if topics is None else topics)))
+    # A private attribute (faust-streaming is pinned to its minor version): see RESUBSCRIBE_S.
+    app.topics._resubscribe_sleep_lock_seconds = RESUBSCRIBE_S
     _connect_signals(app, stager, line)
     Timers(app, settings, staging, stager, redis_outage).schedule()
     _add_status_page(app, settings, staging)
@@ -152,6 +159,7 @@ def _add_status_page(app: Any, settings: Settings, staging: Staging) -> None:
 
     async def status_page(view: Any, request: Any) -> Any:
         committed, ends = await kafka_offsets(settings, staging.partitions())
-        return view.json(snapshot(staging, committed, ends, checkpoint_ts=None))
+        matched = await pattern_topics(settings)
+        return view.json(snapshot(staging, committed, ends, checkpoint_ts=None, matched=matched))
 
     app.page("/status/")(status_page)

@@ -22,7 +22,7 @@ from core.redis_client import redis_client
 from core.staging import Staging
 from core.startup import wait_for_kafka, wait_for_redis
 from core.version import installed_version
-from streams.worker.topics import record_partition_counts
+from streams.worker.topics import matched_at_start, record_partition_counts
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -33,7 +33,7 @@ def run_worker(settings: Settings) -> int:
         "ticdc-sink %s: a worker of pipeline %s starting on %s (pid %d)",
         installed_version(),
         settings.group,
-        ", ".join(settings.kafka.topics) or "no topics",
+        _topics_named(settings),
         os.getpid(),
     )
     try:
@@ -54,12 +54,21 @@ def _run_worker(settings: Settings) -> int:
     staging.check_layout()
     wait_for_kafka(settings)
     serve_metrics(settings)
-    if not settings.kafka.topics:
-        raise ConfigError("TICDC_SINK_TOPICS is empty: name the topics to consume")
+    if not settings.kafka.topics and not settings.kafka.topics_pattern:
+        raise ConfigError(
+            "neither TICDC_SINK_TOPICS (the topics to consume) nor TICDC_SINK_TOPICS_PATTERN "
+            "(a regular expression their names match) is set: set one"
+        )
     for warning in protocol_warnings(settings):
         log.warning("%s", warning)
-    built = build_app(settings, staging)
-    _check_topics(settings, staging)
+    topics = None
+    if settings.kafka.topics_pattern:
+        topics = matched_at_start(settings, staging)
+        if not topics:
+            return 0
+    built = build_app(settings, staging, topics)
+    if topics is None:
+        _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
     worker = Worker(built.app, quiet=True, override_logging=False)
     # Faust's start-up spinner writes terminal escape codes into the log: none.
@@ -76,6 +85,12 @@ def _run_worker(settings: Settings) -> int:
     return 0
 
 
+def _topics_named(settings: Settings) -> str:
+    if settings.kafka.topics_pattern:
+        return f"the topics matching {settings.kafka.topics_pattern}"
+    return ", ".join(settings.kafka.topics) or "no topics"
+
+
 def protocol_warnings(settings: Settings) -> list[str]:
     """What the configured protocol needs of the changefeed or the settings to release anything,
     said once at start."""
@@ -84,6 +99,12 @@ def protocol_warnings(settings: Settings) -> list[str]:
         return [
             "canal-json needs the changefeed's enable-tidb-extension=true: messages without "
             "its commit ts go to the dead letters, and without its watermarks nothing is released"
+        ]
+    if protocol is Protocol.AVRO:
+        return [
+            "avro needs the changefeed's enable-tidb-extension=true (rows without its commit ts "
+            "are refused: dead letters) and avro-enable-watermark=true (without its checkpoints "
+            "nothing is released)"
         ]
     if protocol is Protocol.DEBEZIUM and not settings.worker.resolve_when_idle:
         return [

@@ -1,6 +1,6 @@
-"""What the worker does besides staging, on Faust's timers: the partition counts once at start,
-then every so often the global resolved ts as a metric, quiet partitions resolved, a progress
-line, held messages retried.
+"""What the worker does besides staging, on Faust's timers: the partition counts once at start
+(with a pattern, new topics looked for every few seconds), then every so often the global
+resolved ts as a metric, quiet partitions resolved, a progress line, held messages retried.
 
 A tick that meets Redis away is skipped (the next tick tries again), the outage logged once.
 """
@@ -28,7 +28,13 @@ from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK
 from streams.progress import Progress
 from streams.worker.line import until_done
 from streams.worker.stager import MessageStager
-from streams.worker.topics import record_partition_counts
+from streams.worker.topics import (
+    LOOK_FAILURES,
+    TOPICS_REFRESH_S,
+    record_matched_topics,
+    record_partition_counts,
+    subscribe_new,
+)
 
 log = logging.getLogger("ticdc_sink.worker")
 
@@ -61,7 +67,10 @@ class Timers:
     def schedule(self) -> None:
         """Have the app run each of these once it has started."""
         app, worker = self._app, self._settings.worker
-        app.task(self.record_partition_counts)
+        if self._settings.kafka.topics_pattern:
+            app.timer(interval=TOPICS_REFRESH_S)(self.refresh_topics)
+        else:
+            app.task(self.record_partition_counts)
         app.timer(interval=METRICS_INTERVAL_S)(self.publish_global_resolved)
         if worker.resolve_when_idle:
             app.timer(interval=idle_check_interval(worker.resolve_when_idle))(
@@ -79,6 +88,16 @@ class Timers:
             "recording partition counts",
             self._startup_outage,
         )
+
+    async def refresh_topics(self) -> None:
+        # A tick that fails is skipped: until the next one records the topic, the sink waits.
+        try:
+            topics = await record_matched_topics(self._settings, self._staging)
+        except LOOK_FAILURES as error:
+            self._startup_outage.failed(error, "looking for new topics")
+            return
+        self._startup_outage.answered()
+        subscribe_new(self._app, topics)
 
     async def publish_global_resolved(self) -> None:
         with self._skip_without_redis("publishing the global resolved ts"):

@@ -35,10 +35,22 @@ def test_topics_are_a_comma_list() -> None:
     assert settings.kafka.topics == ("cdc-a", "cdc-b")
 
 
+def test_topics_are_named_or_matched_by_a_valid_pattern_not_both() -> None:
+    settings = load_settings(environ={"TICDC_SINK_TOPICS_PATTERN": r"tidb_shop_.*"})
+    assert settings.kafka.topics_pattern == r"tidb_shop_.*"
+    with pytest.raises(ConfigError, match=r"TICDC_SINK_TOPICS_PATTERN='tidb_\(': not a regular"):
+        load_settings(environ={"TICDC_SINK_TOPICS_PATTERN": "tidb_("})
+    both = {"TICDC_SINK_TOPICS": "a", "TICDC_SINK_TOPICS_PATTERN": "b.*"}
+    with pytest.raises(
+        ConfigError, match="TICDC_SINK_TOPICS and TICDC_SINK_TOPICS_PATTERN are both"
+    ):
+        load_settings(environ=both)
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
-        ("TICDC_SINK_PROTOCOL", "avro", "must be one of 'open', 'craft'"),
+        ("TICDC_SINK_PROTOCOL", "debezium-avro", "must be one of 'open', 'craft'"),
         ("TICDC_SINK_KAFKA", "localhost", "host:port"),
         ("TICDC_SINK_REDIS_URL", "http://x", "redis://"),
         ("TICDC_SINK_DOWNSTREAM", "postgres://a@b/", "mysql://"),
@@ -311,12 +323,18 @@ FLAT_NAMES = [
     "redis_url",
     "resolve_when_idle",
     "routes",
+    "schema_registry",
+    "schema_registry_password",
+    "schema_registry_ssl_ca",
+    "schema_registry_ssl_cert",
+    "schema_registry_ssl_key",
     "session_timeout",
     "skip_tables",
     "spark_master",
     "spark_min_rows",
     "startup_timeout",
     "topics",
+    "topics_pattern",
     "upstream",
     "web_port",
 ]

@@ -63,6 +63,11 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
         "dead_letters": 0,
         "blocking_partitions": ["t:0"],
         "redis": {"slot": 866, "master": "10.0.0.5:7001", "replicas": ["10.0.0.6:7004"]},
+        "blocking_topics": ["u"],
+        "topics": [
+            {"topic": "t", "partitions": 2, "recorded": True},
+            {"topic": "u", "partitions": 1, "recorded": False},
+        ],
         "partitions": [
             {
                 "topic": "t",
@@ -95,6 +100,7 @@ def test_the_human_form_shows_times_ages_and_says_when_there_is_no_checkpoint() 
     assert "checkpoint ts       none recorded yet" in text
     assert "lag (messages)" in text
     assert "  redis: slot 866 on master 10.0.0.5:7001, replicas online: 10.0.0.6:7004" in text
+    assert "topics              t (2 partitions), u (1 partition, not recorded yet" in text
     held, free = text.splitlines()[-2:]
     assert held.split() == [
         "t:0", "2024-04-11T01:31:12.265Z", "3", "2", "1", "5", "4", "faust-0.15.3@10.0.0.7"

@@ -14,14 +14,15 @@ from core.staging import Keys
 pytestmark = pytest.mark.integration
 
 
-def _recover(unique: str, *args: str) -> subprocess.CompletedProcess[str]:
+def _recover(unique: str, *args: str, pattern: str = "") -> subprocess.CompletedProcess[str]:
+    topics = {"TICDC_SINK_TOPICS_PATTERN": pattern} if pattern else {"TICDC_SINK_TOPICS": unique}
     return subprocess.run(
         [sys.executable, "-m", "ticdc_sink", "recover", *args],
         env={
             **os.environ,
             "TICDC_SINK_GROUP": unique,
-            "TICDC_SINK_TOPICS": unique,
             "TICDC_SINK_META_DB": f"{unique}_meta",
+            **topics,
         },
         capture_output=True,
         text=True,
@@ -44,7 +45,7 @@ async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
     dry = _recover(unique, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert f"{topic}:0: replay from offset 0" in dry.stdout
-    assert "staging keys to clear: 1 (the dead letters are kept)" in dry.stdout
+    assert "staging keys to clear: 1 (dead letters and registry schemas are kept)" in dry.stdout
     assert dry.stdout.rstrip().endswith("dry run: nothing changed")
     assert redis_client.exists(Keys(unique).watermarks)
     assert await _committed(kafka_admin, unique) == {}
@@ -63,3 +64,22 @@ async def test_a_dry_run_and_a_refusal_change_nothing_and_yes_recovers(
     assert redis_client.xlen(Keys(unique).dead_letters) == 1
     committed = await _committed(kafka_admin, unique)
     assert {tp.partition: meta.offset for tp, meta in committed.items()} == {0: 0, 1: 0}
+
+
+@pytest.mark.usefixtures("pipeline")
+async def test_with_a_pattern_every_matched_topic_is_rewound(
+    topic: str, unique: str, kafka_admin: Any
+) -> None:
+    from aiokafka.admin import NewTopic
+
+    other = f"{unique}_b"
+    await kafka_admin.create_topics([NewTopic(other, 1, 1)])
+    try:
+        dry = _recover(unique, "--dry-run", pattern=f"{unique}(_b)?")
+    finally:
+        await kafka_admin.delete_topics([other])
+    assert dry.returncode == 0, dry.stderr
+    replayed = [
+        line.split(":", 1)[0].strip() for line in dry.stdout.splitlines() if "replay" in line
+    ]
+    assert sorted(replayed) == sorted([topic, topic, other])

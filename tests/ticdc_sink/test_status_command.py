@@ -106,3 +106,27 @@ async def _delete_topic(settings: Settings, topic: str) -> None:
         await admin.delete_topics([topic])
     finally:
         await admin.close()
+
+
+async def test_with_a_pattern_status_shows_the_matched_topics_and_those_not_recorded(
+    unique: str, staging: Any, kafka_admin: Any, mariadb_connect: Any
+) -> None:
+    from aiokafka.admin import NewTopic
+
+    recorded, new = f"{unique}_a", f"{unique}_b"
+    await kafka_admin.create_topics([NewTopic(recorded, 2, 1), NewTopic(new, 1, 1)])
+    staging.set_partition_count(recorded, 2)
+    try:
+        result = await asyncio.to_thread(
+            _status, unique, "--json", TICDC_SINK_TOPICS_PATTERN=f"{unique}_.*"
+        )
+        text = await asyncio.to_thread(_status, unique, TICDC_SINK_TOPICS_PATTERN=f"{unique}_.*")
+    finally:
+        await kafka_admin.delete_topics([recorded, new])
+    document = orjson.loads(result.stdout)
+    assert document["topics"] == [
+        {"topic": recorded, "partitions": 2, "recorded": True},
+        {"topic": new, "partitions": 1, "recorded": False},
+    ]
+    assert document["blocking_topics"] == [new]
+    assert f"{new} (1 partition, not recorded yet: holds the sink)" in text.stdout

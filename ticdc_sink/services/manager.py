@@ -9,7 +9,8 @@ from ticdc_sink.services.cluster import cluster_services, cluster_up
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
-from ticdc_sink.services.secure import secure_services, write_secure_env
+from ticdc_sink.services.registry import RegistryService
+from ticdc_sink.services.secure import SecureRegistryService, secure_services, write_secure_env
 from ticdc_sink.services.secure_cluster import (
     secure_redis_cluster_up,
     secure_redis_nodes,
@@ -23,19 +24,26 @@ Report = Callable[[LocalService, ServiceState], None]
 
 
 def all_services(
-    secure: bool = False, spark: bool = False, tidb: bool = False, cluster: bool = False
+    secure: bool = False,
+    spark: bool = False,
+    tidb: bool = False,
+    registry: bool = False,
+    cluster: bool = False,
 ) -> list[LocalService]:
     """Every service the project runs against, in start order: the plain ones; with ``tidb``
     TiDB (after them: its first start builds it from source); with ``secure`` the secured
-    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster;
-    with ``cluster`` the Redis Cluster's and the Kafka cluster's nodes (and with ``secure`` too
-    the secured Redis Cluster's)."""
+    variants (beside the plain ones, on their own ports); with ``spark`` the Spark cluster; with
+    ``registry`` the schema registry (last: nothing else needs it), and with both ``secure``
+    and ``registry`` its secured front; with ``cluster`` the Redis Cluster's and the Kafka
+    cluster's nodes (and with ``secure`` too the secured Redis Cluster's)."""
     plain: list[LocalService] = [RedisService(), MariaDBService(), KafkaService()]
     return (
         plain
         + ([TiDBService()] if tidb else [])
         + (secure_services() if secure else [])
         + (spark_cluster() if spark else [])
+        + ([RegistryService()] if registry else [])
+        + ([SecureRegistryService()] if secure and registry else [])
         + (cluster_services() if cluster else [])
         + (list(secure_redis_nodes()) if cluster and secure else [])
     )
@@ -46,6 +54,7 @@ def services_up(
     spark: bool = False,
     tidb: bool = False,
     report: Report | None = None,
+    registry: bool = False,
     cluster: bool = False,
 ) -> list[tuple[LocalService, ServiceState]]:
     """Start what is not answering yet (installing what is missing), in order, and ``report``
@@ -54,7 +63,7 @@ def services_up(
     start the clusters (their nodes together) and write cluster.env, and with both the secured
     Redis Cluster too (cluster-secure.env)."""
     started = []
-    for service in all_services(secure, spark, tidb):
+    for service in all_services(secure, spark, tidb, registry):
         state = service.up()
         if report is not None:
             report(service, state)
@@ -74,13 +83,17 @@ def services_up(
 
 def services_down() -> list[tuple[LocalService, bool]]:
     """Stop what we started, newest first; services we did not start are left alone."""
-    return [(service, service.down()) for service in reversed(all_services(True, True, True, True))]
+    return [
+        (service, service.down())
+        for service in reversed(all_services(True, True, True, True, True))
+    ]
 
 
 def services_status(secure: bool = False) -> list[tuple[LocalService, ServiceState]]:
-    """Each service's state: the plain ones, TiDB, the Spark cluster and the clusters' nodes,
+    """Each service's state: the plain ones, TiDB, the Spark cluster, the schema registry and
+    the clusters' nodes,
     the secured ones only with ``secure``."""
-    return [(service, service.state()) for service in all_services(secure, True, True, True)]
+    return [(service, service.state()) for service in all_services(secure, True, True, True, True)]
 
 
 def state_text(service: LocalService, state: ServiceState) -> str:

@@ -2,25 +2,43 @@
 
 Kafka with a SASL_SSL listener (SCRAM users made at format time), MariaDB with
 ``require_secure_transport=ON`` and a password user that must show a client certificate, Redis on
-a TLS port with an ACL user; all share one throwaway CA (``certificates.py``). The settings that
+a TLS port with an ACL user, and (with the registry) nginx in front of the schema registry with
+TLS and basic auth; all share one throwaway CA (``certificates.py``). The settings that
 reach them go to ``<state dir>/secure.env``, which names the password files, never a password.
 """
 
 from __future__ import annotations
 
+import base64
+import grp
+import hashlib
+import os
+import pwd
 import secrets
 import shlex
 import socket
 import ssl
+import urllib.error
+import urllib.request
+from importlib import resources
 from pathlib import Path
+from string import Template
 from urllib.parse import quote
 
 from config.errors import ServiceError
-from ticdc_sink.services.base import Endpoint, LocalService, ServiceState, state_dir
+from ticdc_sink.services.base import (
+    Endpoint,
+    LocalService,
+    ServiceState,
+    port_open,
+    require_binary,
+    state_dir,
+)
 from ticdc_sink.services.certificates import Authority, make_authority
 from ticdc_sink.services.kafka import KafkaService
 from ticdc_sink.services.mariadb import MariaDBService
 from ticdc_sink.services.redis import RedisService
+from ticdc_sink.services.registry import RegistryService
 
 # The one user every secured service knows, each with its own password.
 SECURE_USER = "ticdc"
@@ -30,6 +48,7 @@ SECURE_KAFKA_PORT = 9094
 SECURE_KAFKA_CONTROLLER_PORT = 9095
 SECURE_MARIADB_PORT = 3307
 SECURE_REDIS_PORT = 6380
+SECURE_REGISTRY_PORT = 8082
 # The secured broker is a second JVM on a shared machine: half the plain one's heap.
 SECURE_KAFKA_HEAP = "-Xmx512m"
 
@@ -187,6 +206,83 @@ class SecureRedisService(RedisService):
         ]  # fmt: skip
 
 
+class SecureRegistryService(LocalService):
+    """nginx in front of the plain schema registry: TLS with the CA's server certificate, basic
+    auth, ``{}`` at the root for TiCDC's check, the Confluent API below it. Apicurio 2.6 has no
+    basic auth of its own (only OIDC: even its basic-auth option trades the login for a token at
+    a Keycloak), and TiCDC needs the front for its check anyway."""
+
+    name = "registry-secure"
+    endpoint = Endpoint("127.0.0.1", SECURE_REGISTRY_PORT)
+    start_option = "--secure --registry"
+
+    @property
+    def url(self) -> str:
+        """The registry's base URL (without its login)."""
+        return f"https://{self.endpoint}"
+
+    @property
+    def users(self) -> Path:
+        return self.home / "users"
+
+    @property
+    def config(self) -> Path:
+        return self.home / "nginx.conf"
+
+    def install(self) -> None:
+        self.binary = require_binary("nginx", "nginx-light", self.log_file)
+
+    def prepare(self) -> None:
+        ca = authority()
+        for folder in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+            (self.tmp_dir / folder).mkdir(exist_ok=True)
+        # The password as salted SHA-1, a scheme nginx reads ({SSHA}); the file is the owner's.
+        salt = secrets.token_bytes(8)
+        digest = hashlib.sha1(password("registry").encode() + salt).digest()
+        self.users.touch(mode=0o600)
+        self.users.write_text(f"{SECURE_USER}:{{SSHA}}{base64.b64encode(digest + salt).decode()}\n")
+        template = resources.files(__package__).joinpath("registry-nginx.conf").read_text()
+        self.config.write_text(
+            Template(template).substitute(
+                user=pwd.getpwuid(os.geteuid()).pw_name,
+                group=grp.getgrgid(os.getegid()).gr_name,
+                home=self.home,
+                tmp=self.tmp_dir,
+                host=self.endpoint.host,
+                port=self.endpoint.port,
+                certificate=ca.server_cert,
+                key=ca.server_key,
+                users=self.users,
+                upstream=RegistryService().url,
+            )
+        )
+
+    def command(self) -> list[str]:
+        # -e: nginx's own start-up errors go to the log too, not to /var/log/nginx.
+        return [self.binary, "-p", str(self.home), "-c", str(self.config), "-e", "stderr"]
+
+    def answers(self) -> bool:
+        """The root answers ``{}`` over TLS, as TiCDC's check asks."""
+        if not port_open(self.endpoint.host, self.endpoint.port):
+            return False
+        return self._get("/") == b"{}"
+
+    def ready(self) -> bool:
+        """The Confluent API answers behind the login (nginx answers ``{}`` itself)."""
+        return b"compatibilityLevel" in (self._get("/config") or b"")
+
+    def _get(self, path: str) -> bytes | None:
+        login = base64.b64encode(f"{SECURE_USER}:{password('registry')}".encode()).decode()
+        call = urllib.request.Request(self.url + path, headers={"Authorization": f"Basic {login}"})
+        context = ssl.create_default_context(cafile=str(authority().ca))
+        try:
+            with urllib.request.urlopen(call, timeout=2, context=context) as answer:
+                body: bytes = answer.read()
+                return body
+        except (OSError, ValueError):
+            return None
+
+
 def secure_services() -> list[LocalService]:
     """The secured services, in start order."""
     return [SecureRedisService(), SecureMariaDBService(), SecureKafkaService()]
@@ -214,6 +310,9 @@ def secure_settings() -> dict[str, str]:
         "TICDC_SINK_REDIS_SSL_KEY": str(ca.client_key),
         "TICDC_SINK_DOWNSTREAM": f"mysql://{SECURE_USER}@{SecureMariaDBService.endpoint}/?{query}",
         "TICDC_SINK_DOWNSTREAM_PASSWORD_FILE": str(password_file("mariadb")),
+        "TICDC_SINK_SCHEMA_REGISTRY": f"https://{SECURE_USER}@{SecureRegistryService.endpoint}",
+        "TICDC_SINK_SCHEMA_REGISTRY_PASSWORD_FILE": str(password_file("registry")),
+        "TICDC_SINK_SCHEMA_REGISTRY_SSL_CA": str(ca.ca),
     }
 
 

@@ -23,7 +23,8 @@ MASTER_WEB_PORT = 8080
 WORKERS = 2
 # Worker n listens on WORKER_PORT_BASE + n and shows its page on WORKER_WEB_PORT_BASE + n.
 WORKER_PORT_BASE = 7077
-WORKER_WEB_PORT_BASE = 8080
+# 8090, not the master's 8080: 8081 and 8082 are the schema registry's and its secured front's.
+WORKER_WEB_PORT_BASE = 8090
 # What each worker offers executors: one core of the machine's two, and one executor's default
 # heap (spark.executor.memory is 1g unless the application asks for less).
 WORKER_CORES = 1

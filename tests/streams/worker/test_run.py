@@ -21,7 +21,9 @@ def test_debezium_without_resolve_when_idle_is_warned_about(
 
 
 @pytest.mark.parametrize("protocol", list(Protocol))
-def test_canal_json_alone_needs_the_tidb_extension(settings: Any, protocol: Protocol) -> None:
+def test_canal_json_and_avro_alone_need_the_tidb_extension(
+    settings: Any, protocol: Protocol
+) -> None:
     warnings = protocol_warnings(settings.updated({"protocol": protocol, "resolve_when_idle": 1}))
     assert [w for w in warnings if "enable-tidb-extension" in w] == warnings
-    assert len(warnings) == (protocol is Protocol.CANAL_JSON)
+    assert len(warnings) == (protocol in (Protocol.CANAL_JSON, Protocol.AVRO))

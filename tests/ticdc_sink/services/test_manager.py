@@ -36,6 +36,7 @@ NAMED = {
     "kafka-secure": ["-Djava.io.tmpdir=", "-XX:-UsePerfData", "-Dkafka.logs.dir="],
     "redis": ["--dir"],
     "redis-secure": ["--dir"],
+    "registry": ["-Djava.io.tmpdir=", "-XX:-UsePerfData"],
 }
 SPARK_FOLDERS = ["SPARK_LOCAL_DIRS", "SPARK_PID_DIR", "SPARK_LOG_DIR", "SPARK_CONF_DIR"]
 
@@ -75,6 +76,17 @@ def test_plain_up_leaves_tidb_out_and_the_option_brings_it() -> None:
     assert "tidb" in {service.name for service in all_services(secure=True, tidb=True)}
 
 
+def test_no_two_services_listen_on_one_port() -> None:
+    from ticdc_sink.services.spark import MASTER_WEB_PORT, WORKER_WEB_PORT_BASE, WORKERS
+    from ticdc_sink.services.tidb_server import STATUS_PORT
+
+    services = all_services(secure=True, spark=True, tidb=True, registry=True)
+    ports = [service.endpoint.port for service in services] + [MASTER_WEB_PORT, STATUS_PORT]
+    ports += [WORKER_WEB_PORT_BASE + n for n in range(1, WORKERS + 1)]
+    ports += [s.controller_port for s in services if isinstance(s, KafkaService)]
+    assert len(ports) == len(set(ports)), sorted(ports)
+
+
 def test_down_stops_every_service_tidb_included(monkeypatch: pytest.MonkeyPatch) -> None:
     asked: list[str] = []
 
@@ -84,7 +96,7 @@ def test_down_stops_every_service_tidb_included(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(LocalService, "down", down)
     services_down()
-    assert {"tidb", "kafka-secure", "spark-master", "redis"} <= set(asked)
+    assert {"tidb", "kafka-secure", "spark-master", "registry", "redis"} <= set(asked)
     assert asked[-1] == "redis"
 
 
@@ -97,12 +109,13 @@ def test_status_shows_tidb_as_not_started_with_the_command_that_starts_it(
     }
     assert shown["tidb"] == "not started (ticdc-sink services up --tidb starts it)"
     assert shown["spark-master"] == "not started (ticdc-sink services up --spark-cluster starts it)"
+    assert shown["registry"] == "not started (ticdc-sink services up --registry starts it)"
     assert shown["redis"] == "stopped"
     assert state_text(TiDBService(), ServiceState.OURS) == str(ServiceState.OURS)
 
 
 def test_every_path_a_service_is_given_is_in_the_state_folder(state: Path) -> None:
-    for service in map(installed, all_services(secure=True, spark=True, tidb=True)):
+    for service in map(installed, all_services(secure=True, spark=True, tidb=True, registry=True)):
         command, environment = service.command(), service.environment()
         words = command[1:] + [v for k, v in environment.items() if k != "SPARK_HOME"]
         if isinstance(service, KafkaService):

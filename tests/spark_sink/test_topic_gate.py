@@ -1,0 +1,77 @@
+"""The sink's gate with a topic pattern, against real Kafka and Redis: a topic Kafka has and no
+worker has recorded holds the resolved ts at the last one confirmed."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from core.model import DDLEvent
+from core.staging import Staging, TopicPartition
+from spark_sink.topic_gate import ResolvedGate
+
+pytestmark = pytest.mark.integration
+
+TS = 449_000_000_000_000_100
+
+
+async def test_a_topic_created_before_a_watermark_holds_the_sink_until_it_is_recorded(
+    settings: Settings, staging: Staging, kafka_admin: Any, unique: str
+) -> None:
+    from aiokafka.admin import NewTopic
+
+    first, second = f"{unique}_a", f"{unique}_b"
+    await kafka_admin.create_topics([NewTopic(first, 1, 1)])
+    try:
+        configured = settings.updated({"topics_pattern": f"{unique}_.*"})
+        gate = ResolvedGate(configured, staging)
+
+        def resolved() -> Any:
+            # The sink's threads call it; it lists Kafka's topics in a loop of its own.
+            return asyncio.to_thread(gate.resolved)
+
+        staging.set_partition_count(first, 1)
+        a, b = TopicPartition(first, 0), TopicPartition(second, 0)
+        staging.stage(a, 0, [], watermark=TS)
+        assert await resolved() == TS
+
+        # TiCDC: the new table's topic is made (and visible) before its CREATE TABLE is
+        # written, and no watermark passes that DDL before it is written.
+        await kafka_admin.create_topics([NewTopic(second, 1, 1)])
+        staging.stage(a, 1, [], watermark=TS + 10)
+        assert staging.global_resolved_ts() == TS + 10  # what the staged watermarks alone say
+        assert await resolved() == TS  # the last confirmed: the new topic is not recorded
+
+        staging.set_partition_count(second, 1)  # a worker found it
+        assert await resolved() is None  # counted now, with no watermark yet
+        create = DDLEvent(TS + 5, unique, "b", f"CREATE TABLE {unique}.b (id INT)", 3)
+        staging.stage(b, 0, [], ddls=[create], watermark=TS + 10)
+        assert await resolved() == TS + 10
+    finally:
+        await kafka_admin.delete_topics([first, second])
+
+
+def test_without_a_pattern_the_gate_is_the_global_resolved_ts(
+    settings: Settings, staging: Staging, unique: str
+) -> None:
+    gate = ResolvedGate(settings.updated({"topics": (unique,)}), staging)
+    staging.set_partition_count(unique, 1)
+    assert gate.resolved() is None
+    staging.stage(TopicPartition(unique, 0), 0, [], watermark=TS)
+    assert gate.resolved() == TS
+
+
+def test_while_kafka_is_away_the_sink_applies_nothing_past_what_it_confirmed(
+    settings: Settings, staging: Staging, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    away = settings.updated({"topics_pattern": f"{unique}_.*", "kafka": "127.0.0.1:1"})
+    gate = ResolvedGate(away, staging)
+    staging.set_partition_count(f"{unique}_a", 1)
+    staging.stage(TopicPartition(f"{unique}_a", 0), 0, [], watermark=TS)
+    assert gate.resolved() is None
+    assert gate.resolved() is None
+    outages = [r for r in caplog.records if "Kafka unavailable since" in r.getMessage()]
+    assert len(outages) == 1
