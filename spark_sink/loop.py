@@ -88,7 +88,8 @@ class SinkLoop:
             if rounds is not None:
                 rounds.close()
             if self.batch_rows == 1:
-                raise
+                # One transaction alone: smaller batches cannot help.
+                raise self.target.too_large(error.resolved_ts, error.__cause__ or error) from error
             self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
             log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
             return self.target.checkpoint().resolved_ts
@@ -104,6 +105,7 @@ class SinkLoop:
         """Stop reading ahead (the thread ends after the step it is making) and trim the last
         applied round if the thread had not yet."""
         ahead = self._drop_ahead()
+        self.target.abandon()
         untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
         if untrimmed is not None:
             try:
@@ -145,6 +147,8 @@ class SinkLoop:
                 return step.resolved
             if self._stop.is_set():
                 rounds.close()
+                # A transaction's parts without their last: rolled back, read again later.
+                self.target.abandon()
                 log.info("stopping: the round ends at ts %s, the rest stays staged", applied)
                 return applied
             if isinstance(step, DDLEvent):
@@ -153,7 +157,8 @@ class SinkLoop:
                 applied = step.commit_ts
             else:
                 self._apply(step)
-                applied = step.upto
+                if not step.continued:
+                    applied = step.upto
         if started:
             raise RuntimeError("the sink's rounds ended before the round did")
         return None
@@ -183,6 +188,9 @@ class SinkLoop:
     def _apply(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
+        if batch.split:
+            self._apply_part(batch, offsets, started)
+            return
         while True:
             try:
                 merged = self.target.apply_batch(batch.plans, batch.upto, self.epoch, offsets)
@@ -209,4 +217,34 @@ class SinkLoop:
             elapsed,
             describe_tso(batch.upto),
             tso_age(batch.upto),
+        )
+
+    def _apply_part(self, batch: PlannedBatch, offsets: dict[str, int], started: float) -> None:
+        """A part of a transaction larger than a chunk. A row the downstream refuses in it
+        stops the sink even under ``deadletter``: the parts before it are rolled back and
+        gone from memory, so the rest of the transaction could not go on without them."""
+        merged = self.target.apply_part(
+            batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
+        )
+        self.applied_rows += merged
+        elapsed = time.perf_counter() - started
+        if batch.continued:
+            log.info(
+                "applied part %d (%d changes) of the transaction at ts %s in %.3f s; "
+                "not committed until its last part",
+                batch.part + 1,
+                batch.changes,
+                describe_tso(batch.upto),
+                elapsed,
+            )
+            return
+        record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
+        log.info(
+            "applied the last part %d (%d changes) of the transaction at ts %s in %.3f s; "
+            "committed, resolved ts %s",
+            batch.part + 1,
+            batch.changes,
+            describe_tso(batch.upto),
+            elapsed,
+            describe_tso(batch.upto),
         )

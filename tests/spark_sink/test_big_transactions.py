@@ -1,0 +1,88 @@
+"""A transaction many times larger than TICDC_SINK_CHUNK_ROWS, applied in parts inside one
+downstream transaction against real MariaDB and Redis: row by row what the upstream holds, and
+nothing of it visible before its last part commits."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.settings import Settings
+from core.staging import Staging
+from spark_sink.db.checkpoint import CheckpointWatch
+from spark_sink.loop import SinkLoop
+from spark_sink.target import Target
+from tests.spark_sink.big_transaction import (
+    TS,
+    create_table,
+    stage_big_transaction,
+    table_rows,
+)
+from tests.ticdc_sink.pipelines import applied_resolved_ts, pipeline_env, spawn, stop, wait_for
+
+pytestmark = pytest.mark.integration
+
+SINK_LOG = logging.getLogger("ticdc_sink.sink")
+
+
+def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_transaction(
+    pipeline: Settings, staging: Staging, scratch_db: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = pipeline.updated({"chunk_rows": 100})
+    create_table(settings, scratch_db)
+    big = stage_big_transaction(staging, scratch_db, base=400)
+    assert big.changes > 8 * 100
+    seen: list[tuple[list[Any], int]] = []
+    target = Target(settings)
+    apply_part = target.apply_part
+
+    def watched(*args: Any) -> int:
+        # What another connection sees while the big one's parts apply.
+        if args[1] == TS + 1:
+            with CheckpointWatch(settings) as watch:
+                seen.append((table_rows(settings, scratch_db), watch.applied_resolved_ts()))
+        return apply_part(*args)
+
+    target.apply_part = watched  # type: ignore[method-assign]
+    sink = SinkLoop(settings, staging, target)
+    with caplog.at_level(logging.INFO, SINK_LOG.name):
+        assert sink.run_once() == TS + 1
+    assert table_rows(settings, scratch_db) == big.after
+    # Before every part, another connection saw the rows before the transaction, and the
+    # checkpoint there.
+    assert len(seen) >= big.changes // 100
+    assert all(rows == big.before and at == TS for rows, at in seen)
+    assert "applied the last part" in caplog.text
+    sink.close()
+
+
+def _parts_logged(log: Path, ts: int) -> int:
+    text = log.read_text(errors="replace") if log.exists() else ""
+    return text.count(f"of the transaction at ts {ts} ")
+
+
+def test_a_sink_killed_mid_transaction_leaves_none_of_it_and_the_next_applies_it_whole(
+    pipeline: Settings, staging: Staging, scratch_db: str, tmp_path: Path
+) -> None:
+    create_table(pipeline, scratch_db)
+    big = stage_big_transaction(staging, scratch_db, base=3_000)
+    env = pipeline_env(pipeline, "open", TICDC_SINK_CHUNK_ROWS="200")
+    log = tmp_path / "sink.log"
+    sink = spawn("apply", env, log)
+    try:
+        wait_for(lambda: _parts_logged(log, TS + 1) >= 5, "five parts of the big transaction", 120)
+    finally:
+        stop(sink, signal.SIGKILL)
+    # Killed with parts applied: none of them is there, the checkpoint is before them.
+    assert applied_resolved_ts(pipeline) == TS, log.read_text()
+    assert table_rows(pipeline, scratch_db) == big.before
+    sink = spawn("apply", env, tmp_path / "again.log")
+    try:
+        wait_for(lambda: applied_resolved_ts(pipeline) == TS + 1, "the big transaction", 120)
+    finally:
+        stop(sink)
+    assert table_rows(pipeline, scratch_db) == big.after
