@@ -490,11 +490,11 @@ class SinkSettings(SettingsGroup):
         description="rows per micro-batch of the sink (cut between transactions only)",
     )
     # What bounds the sink's memory on one huge upstream transaction (a bulk load, a mass
-    # DELETE): ~1 KiB a change held, and up to three parts in flight (applied, planned, read),
-    # well under 1 GiB; large enough that a part's fixed cost (a LOAD DATA, a DELETE round)
-    # stays small per row.
+    # DELETE): ~2 KiB a 10-column change held, and up to four parts in flight (applied, queued,
+    # planned, being read), well under 1 GiB; large enough that a part's fixed cost (a LOAD
+    # DATA, a DELETE round) stays small per row.
     chunk_rows: int = Field(
-        default=100_000,
+        default=50_000,
         gt=0,
         alias="chunk_rows",
         description="changes of one upstream transaction the sink holds at once: a larger "
