@@ -1,11 +1,12 @@
 """A transaction many times larger than TICDC_SINK_CHUNK_ROWS, applied in parts inside one
-downstream transaction against real MariaDB and Redis: row by row what the upstream holds, and
-nothing of it visible before its last part commits."""
+downstream transaction against real Redis and MariaDB (and TiDB): row by row what the upstream
+holds, and nothing of it visible before its last part commits, even to a sink killed mid-way."""
 
 from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from config.settings import Settings
 from core.staging import Staging
 from spark_sink.db.checkpoint import CheckpointWatch
+from spark_sink.db.connection import connect
 from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
 from tests.spark_sink.big_transaction import (
@@ -22,17 +24,39 @@ from tests.spark_sink.big_transaction import (
     stage_big_transaction,
     table_rows,
 )
-from tests.ticdc_sink.pipelines import applied_resolved_ts, pipeline_env, spawn, stop, wait_for
+from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
+    applied_resolved_ts,
+    pipeline_env,
+    spawn,
+    stop,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
 SINK_LOG = logging.getLogger("ticdc_sink.sink")
 
 
+@pytest.fixture
+def on_server(downstream_settings: Settings, unique: str, staging: Staging) -> Iterator[Settings]:
+    """The pipeline's settings on the test's server, with a database of its own there."""
+    configured = downstream_settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
+    staging.set_partition_count("topic", 1)
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{unique}`")
+    yield configured
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+@ON_EVERY_SERVER
 def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_transaction(
-    pipeline: Settings, staging: Staging, scratch_db: str, caplog: pytest.LogCaptureFixture
+    on_server: Settings, staging: Staging, unique: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = pipeline.updated({"chunk_rows": 100})
+    settings = on_server.updated({"chunk_rows": 100})
+    scratch_db = unique
     create_table(settings, scratch_db)
     big = stage_big_transaction(staging, scratch_db, base=400)
     assert big.changes > 8 * 100
