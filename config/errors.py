@@ -154,6 +154,11 @@ class TransactionTooLargeError(TransientApplyError):
     of it was applied; the sink waits (the operator raises the limit) and tries again."""
 
 
+class PartsRestartError(ApplyError):
+    """The parts of a transaction larger than a chunk were rolled back to be applied again
+    another way (every image staged); nothing of them was applied, nothing is wrong."""
+
+
 class LostLeadershipError(ApplyError):
     """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
 

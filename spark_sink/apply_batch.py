@@ -29,6 +29,7 @@ from config.errors import (
     BatchTooLargeError,
     ConfigError,
     LostLeadershipError,
+    PartsRestartError,
     TransactionTooLargeError,
     TransientApplyError,
 )
@@ -42,6 +43,7 @@ from spark_sink.load.loaders import (
     Loader,
     LoadPath,
     SparkLoader,
+    load_in_place,
     load_path,
 )
 from spark_sink.load.merge import merge_deletes, merge_staged, staged_columns, upsert_from_staging
@@ -54,11 +56,14 @@ from spark_sink.refused import RefusedRow, refused_error, refused_rows
 @dataclass
 class _PartStage:
     """A staging table the parts of one transaction load their images into: its target, the
-    columns any part's rows set, and the rows staged (what decides how it is emptied)."""
+    columns any part's rows set, the rows staged (what decides how it is emptied), the images
+    among them, and whether a part loaded its images straight into the target instead."""
 
     target: str
     columns: list[str]
     rows: int = 0
+    images: int = 0
+    in_place: bool = False
 
 
 @dataclass
@@ -90,6 +95,9 @@ class BatchApplier:
         self.spark = spark
         # The open transaction of a transaction's parts, between the first part and its last.
         self._parts: _OpenParts | None = None
+        # The commit ts of the last transaction whose parts must stage every image (loaded in
+        # place, a part's images met a later part's removals: see _apply_part).
+        self._staged_ts = 0
 
     def apply(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
@@ -294,20 +302,39 @@ class BatchApplier:
                     cursor.execute(dialect.clear_staging(item.stage))
                 empty.discard(item.stage)
                 stage = parts.stages[item.stage] = _PartStage(item.target, [])
+            if item.plan.deletes and stage.in_place:
+                # Images an earlier part loaded in place may be what this part's removals
+                # would delete: the transaction goes again, staging every image.
+                self._staged_ts = resolved_ts
+                raise PartsRestartError(
+                    f"the transaction at ts {resolved_ts} removes rows after a part loaded "
+                    "rows in place; it is applied again, every image through a staging table"
+                )
             stage.columns.extend(c for c in staged_columns(item) if c not in stage.columns)
-            if item.images:
-                self._driver_loader().load(cursor, item)
-                stage.rows += len(item.images)
+            place = (
+                resolved_ts != self._staged_ts
+                and self._load_path(cursor, item) is LoadPath.IN_PLACE
+            )
+            part = item.only_deletes() if place else item
+            if part.images:
+                self._driver_loader().load(cursor, part)
+                stage.rows += len(part.images)
+                stage.images += len(part.images) - part.deletes
             parts.merged += merge_deletes(cursor, dialect, item)
+            if place and item.plan.upserts:
+                # After this part's deletes, as a whole batch loads in place after its own.
+                parts.merged += load_in_place(cursor, dialect, item)
+                stage.in_place = True
             if item.deletes and continued:
                 # This part's delete images are done; the next part numbers its own from 1.
                 cursor.execute(dialect.clear_staged_deletes(item.stage, DELETE_FLAG))
         if continued:
             return 0
         for stage_name, stage in parts.stages.items():
-            parts.merged += upsert_from_staging(
-                cursor, dialect, stage.target, stage_name, stage.columns
-            )
+            if stage.images:
+                parts.merged += upsert_from_staging(
+                    cursor, dialect, stage.target, stage_name, stage.columns
+                )
         cleanups = [
             dialect.empty_staging(name, stage.rows, committed=False)
             for name, stage in parts.stages.items()

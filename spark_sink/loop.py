@@ -12,7 +12,12 @@ import logging
 import threading
 import time
 
-from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError
+from config.errors import (
+    BatchTooLargeError,
+    PartsRestartError,
+    RowRefusedError,
+    StagingLostError,
+)
 from config.settings import OnRowError, Settings
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import DDLEvent
@@ -84,6 +89,11 @@ class SinkLoop:
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:
                     raise RuntimeError("the sink's round ended before its first step")
+        except PartsRestartError as error:
+            if rounds is not None:
+                rounds.close()
+            log.info("%s", error)
+            return self.target.checkpoint().resolved_ts
         except BatchTooLargeError as error:
             if rounds is not None:
                 rounds.close()
