@@ -74,19 +74,26 @@ def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_tra
     target.apply_part = watched  # type: ignore[method-assign]
     sink = SinkLoop(settings, staging, target)
     with caplog.at_level(logging.INFO, SINK_LOG.name):
-        # The first call ends where a restart of the big transaction leaves it (below).
-        assert sink.run_once() == TS
-        assert sink.run_once() == TS + 1
+        # A call ends where a restart of the big transaction leaves it (below).
+        calls = 1
+        while sink.run_once() < TS + 1:
+            calls += 1
+            assert calls <= 2
     assert table_rows(settings, scratch_db) == big.after
     # Before every part, another connection saw the rows before the transaction, and the
     # checkpoint there.
     assert len(seen) >= big.changes // 100
     assert all(rows == big.before and at == TS for rows, at in seen)
     assert "applied the last part" in caplog.text
-    # The 400 inserts at TS loaded in place, part by part; the big transaction's removals met
-    # rows a part before them loaded in place, so it went again, staging every image.
+    # Where rows load in place (MariaDB) the 400 inserts at TS did, part by part; the big
+    # transaction's removals met rows a part before them loaded in place, so it went again,
+    # staging every image. TiDB stages every image from the start.
     restarts = [r.getMessage() for r in caplog.records if "is applied again" in r.getMessage()]
-    assert len(restarts) == 1 and f"at ts {TS + 1} " in restarts[0]
+    if sink.target.dialect.loads_in_place():
+        assert len(restarts) == 1 and f"at ts {TS + 1} " in restarts[0]
+        assert calls == 2
+    else:
+        assert restarts == [] and calls == 1
     sink.close()
 
 
