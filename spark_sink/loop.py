@@ -56,6 +56,10 @@ class SinkLoop:
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
         self.batch_rows = settings.sink.batch_rows
+        # The changes of a transaction's parts applied so far, and when its first part started:
+        # counted as one batch when its last part commits.
+        self._part_changes = 0
+        self._parts_started = 0.0
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
         # Set by SIGTERM/SIGINT: the round ends after the batch in progress, so a stop waits for
@@ -233,10 +237,13 @@ class SinkLoop:
         """A part of a transaction larger than a chunk. A row the downstream refuses in it
         stops the sink even under ``deadletter``: the parts before it are rolled back and
         gone from memory, so the rest of the transaction could not go on without them."""
+        if not batch.joins:
+            self._part_changes, self._parts_started = 0, started
         merged = self.target.apply_part(
             batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
         )
         self.applied_rows += merged
+        self._part_changes += batch.changes
         elapsed = time.perf_counter() - started
         if batch.continued:
             log.info(
@@ -248,7 +255,12 @@ class SinkLoop:
                 elapsed,
             )
             return
-        record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
+        record_batch(
+            self.settings.group,
+            self._part_changes,
+            time.perf_counter() - self._parts_started,
+            batch.upto,
+        )
         log.info(
             "applied the last part %d (%d changes) of the transaction at ts %s in %.3f s; "
             "committed, resolved ts %s",

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from config.settings import Settings
 from core.staging import Staging
@@ -73,6 +74,7 @@ def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_tra
 
     target.apply_part = watched  # type: ignore[method-assign]
     sink = SinkLoop(settings, staging, target)
+    counted = {"pipeline": settings.group}
     with caplog.at_level(logging.INFO, SINK_LOG.name):
         # A call ends where a restart of the big transaction leaves it (below).
         calls = 1
@@ -85,6 +87,9 @@ def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_tra
     assert len(seen) >= big.changes // 100
     assert all(rows == big.before and at == TS for rows, at in seen)
     assert "applied the last part" in caplog.text
+    # Each transaction counted once, when its last part committed (a restart's parts not).
+    applied = REGISTRY.get_sample_value("ticdc_sink_changes_applied_total", counted)
+    assert applied == len(big.before) + big.changes
     # Where rows load in place (MariaDB) the 400 inserts at TS did, part by part; the big
     # transaction's removals met rows a part before them loaded in place, so it went again,
     # staging every image. TiDB stages every image from the start.
