@@ -6,6 +6,7 @@ inserts, shuffled as TiCDC sends a transaction. What the downstream must hold be
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from config.settings import Settings
@@ -30,6 +31,8 @@ class BigTransaction:
     before: list[Row]
     after: list[Row]
     changes: int
+    # Stages the big transaction (with its watermark), when the base was staged alone.
+    stage_rest: Callable[[], None] | None = None
 
 
 def create_table(settings: Settings, db: str) -> None:
@@ -39,9 +42,12 @@ def create_table(settings: Settings, db: str) -> None:
         )
 
 
-def stage_big_transaction(staging: Staging, db: str, base: int, seed: int = 7) -> BigTransaction:
+def stage_big_transaction(
+    staging: Staging, db: str, base: int, seed: int = 7, base_alone: bool = False
+) -> BigTransaction:
     """``base`` rows at ``TS``, then one transaction at ``TS + 1`` of about 2.5 x ``base``
-    changes, staged with the watermark at its end."""
+    changes, staged with the watermark at its end; with ``base_alone`` only the base is staged
+    (its watermark at ``TS``) and :attr:`BigTransaction.stage_rest` stages the rest."""
     rng = random.Random(seed)
     rows = {i: {"id": i, "u": i, "v": "base"} for i in range(base)}
     before = sorted((r["id"], r["u"], r["v"]) for r in rows.values())
@@ -80,10 +86,16 @@ def stage_big_transaction(staging: Staging, db: str, base: int, seed: int = 7) -
     rng.shuffle(events)
     tp = TopicPartition("topic", 0)
     staging.stage(tp, 0, first, watermark=TS)
-    for offset, start in enumerate(range(0, len(events), 16), 1):
-        staging.stage(tp, offset, events[start : start + 16])
-    staging.stage(tp, offset + 1, [], watermark=ts)
+
+    def stage_rest() -> None:
+        for offset, start in enumerate(range(0, len(events), 16), 1):
+            staging.stage(tp, offset, events[start : start + 16])
+        staging.stage(tp, offset + 1, [], watermark=ts)
+
     after = sorted((r["id"], r["u"], r["v"]) for r in rows.values())
+    if base_alone:
+        return BigTransaction(before, after, len(events), stage_rest)
+    stage_rest()
     return BigTransaction(before, after, len(events))
 
 

@@ -107,19 +107,39 @@ def _parts_logged(log: Path, ts: int) -> int:
     return text.count(f"of the transaction at ts {ts} ")
 
 
+def _lock_waits(settings: Settings) -> int:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT COUNT(*) FROM information_schema.INNODB_LOCK_WAITS")
+        return int(cursor.fetchone()[0])
+
+
 def test_a_sink_killed_mid_transaction_leaves_none_of_it_and_the_next_applies_it_whole(
     pipeline: Settings, staging: Staging, scratch_db: str, tmp_path: Path
 ) -> None:
     create_table(pipeline, scratch_db)
-    big = stage_big_transaction(staging, scratch_db, base=3_000)
+    big = stage_big_transaction(staging, scratch_db, base=1_000, base_alone=True)
+    assert big.stage_rest is not None
     env = pipeline_env(pipeline, "open", TICDC_SINK_CHUNK_ROWS="200")
-    log = tmp_path / "sink.log"
-    sink = spawn("apply", env, log)
+    sink = spawn("apply", env, tmp_path / "base.log")
     try:
-        wait_for(lambda: _parts_logged(log, TS + 1) >= 5, "five parts of the big transaction", 120)
+        wait_for(lambda: applied_resolved_ts(pipeline) == TS, "the base rows", 120)
     finally:
-        stop(sink, signal.SIGKILL)
-    # Killed with parts applied: none of them is there, the checkpoint is before them.
+        stop(sink)
+    # Another session holds the checkpoint row: the sink applies every part of the big
+    # transaction, then waits at its last part's checkpoint, where it is killed.
+    meta = pipeline.downstream.meta_db
+    with connect(pipeline) as holder, holder.cursor() as cursor:
+        cursor.execute(f"SELECT * FROM `{meta}`.checkpoint FOR UPDATE")
+        big.stage_rest()
+        log = tmp_path / "sink.log"
+        sink = spawn("apply", env, log)
+        try:
+            wait_for(lambda: _lock_waits(pipeline) > 0, "the sink at the checkpoint's lock", 120)
+        finally:
+            stop(sink, signal.SIGKILL)
+        holder.rollback()
+    assert _parts_logged(log, TS + 1) >= big.changes // 200
+    # Killed with every part applied: none of them is there, the checkpoint is before them.
     assert applied_resolved_ts(pipeline) == TS, log.read_text()
     assert table_rows(pipeline, scratch_db) == big.before
     sink = spawn("apply", env, tmp_path / "again.log")
