@@ -149,6 +149,16 @@ class TransientApplyError(ApplyError):
     connections were cut, say): the batch is retried from its staging load."""
 
 
+class TransactionTooLargeError(TransientApplyError):
+    """One upstream transaction is larger than the downstream takes in one transaction: nothing
+    of it was applied; the sink waits (the operator raises the limit) and tries again."""
+
+
+class PartsRestartError(ApplyError):
+    """The parts of a transaction larger than a chunk were rolled back to be applied again
+    another way (every image staged); nothing of them was applied, nothing is wrong."""
+
+
 class LostLeadershipError(ApplyError):
     """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
 
@@ -156,6 +166,10 @@ class LostLeadershipError(ApplyError):
 class BatchTooLargeError(ApplyError):
     """A batch outgrew the downstream's transaction size limit (TiDB's txn-total-size-limit):
     nothing of it was applied; the sink cuts its batches smaller and applies them again."""
+
+    def __init__(self, message: str, resolved_ts: int = 0) -> None:
+        super().__init__(message)
+        self.resolved_ts = resolved_ts
 
 
 class DDLError(ApplyError):

@@ -604,6 +604,18 @@ class SinkSettings(SettingsGroup):
         alias="batch_rows",
         description="rows per micro-batch of the sink (cut between transactions only)",
     )
+    # What bounds the sink's memory on one huge upstream transaction (a bulk load, a mass
+    # DELETE): ~2 KiB a 10-column change held, and up to four parts in flight (applied, queued,
+    # planned, being read), well under 1 GiB; large enough that a part's fixed cost (a LOAD
+    # DATA, a DELETE round) stays small per row.
+    chunk_rows: int = Field(
+        default=50_000,
+        gt=0,
+        alias="chunk_rows",
+        description="changes of one upstream transaction the sink holds at once: a larger "
+        "transaction is read, planned and loaded in parts of this many, all in one downstream "
+        "transaction that commits with the last part",
+    )
     # Where it equals an upsert, one write per row instead of three through a staging table.
     load_in_place: bool = Field(
         default=True,

@@ -7,11 +7,21 @@ checkpoint, so the downstream moves from one upstream TSO to the next atomically
 upserts may load in place (:func:`~spark_sink.load.loaders.in_place`) skips its staging table for
 them: they load straight into it, in that same transaction. A batch that fails on something the
 downstream refuses is tried row by row to name the refused rows (:mod:`spark_sink.refused`).
+
+An upstream transaction larger than a chunk comes in parts (:mod:`spark_sink.batches`), applied by
+:meth:`BatchApplier.apply_part` into ONE downstream transaction the first part opens: each part
+runs its deletes at once and loads its images into the staging tables over the driver (never in
+place, never through Spark, whose loads commit on their own connections); after the last part's
+deletes every staged image is upserted and the checkpoint commits. So within the transaction
+every removal still comes before every new image, as :func:`~spark_sink.plan.plan_batch` orders
+them within one commit ts, and the sink holds one part, never the transaction. A failure rolls
+every part back; the loop then reads the transaction again from the checkpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import (
@@ -19,6 +29,8 @@ from config.errors import (
     BatchTooLargeError,
     ConfigError,
     LostLeadershipError,
+    PartsRestartError,
+    TransactionTooLargeError,
     TransientApplyError,
 )
 from config.settings import Settings
@@ -31,13 +43,37 @@ from spark_sink.load.loaders import (
     Loader,
     LoadPath,
     SparkLoader,
+    load_in_place,
     load_path,
 )
-from spark_sink.load.merge import merge_staged
-from spark_sink.load.staged import StagedTable
+from spark_sink.load.merge import merge_deletes, merge_staged, staged_columns, upsert_from_staging
+from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.load.staging_tables import StagingTables
 from spark_sink.plan import TablePlan
 from spark_sink.refused import RefusedRow, refused_error, refused_rows
+
+
+@dataclass
+class _PartStage:
+    """A staging table the parts of one transaction load their images into: its target, the
+    columns any part's rows set, the rows staged (what decides how it is emptied), the images
+    among them, and whether a part loaded its images straight into the target instead."""
+
+    target: str
+    columns: list[str]
+    rows: int = 0
+    images: int = 0
+    in_place: bool = False
+
+
+@dataclass
+class _OpenParts:
+    """The downstream transaction the parts of one upstream transaction apply in, so far."""
+
+    connection: Any
+    resolved_ts: int
+    stages: dict[str, _PartStage] = field(default_factory=dict)
+    merged: int = 0
 
 
 class BatchApplier:
@@ -57,11 +93,17 @@ class BatchApplier:
         self.checkpoints = checkpoints
         self.tables = tables
         self.spark = spark
+        # The open transaction of a transaction's parts, between the first part and its last.
+        self._parts: _OpenParts | None = None
+        # The commit ts of the last transaction whose parts must stage every image (loaded in
+        # place, a part's images met a later part's removals: see _apply_part).
+        self._staged_ts = 0
 
     def apply(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
+        self.abandon()
         retried = False
 
         def attempt() -> int:
@@ -91,13 +133,60 @@ class BatchApplier:
             if dialect.transaction_too_large(error):
                 raise BatchTooLargeError(
                     f"the batch up to {resolved_ts} outgrew the downstream's transaction "
-                    f"size limit: {error}"
+                    f"size limit: {error}",
+                    resolved_ts,
                 ) from error
             # Perhaps a value the downstream refuses: find the rows, or it was something else.
             refused = self.refused_rows(plans)
             if not refused:
                 raise
             raise refused_error(refused) from error
+
+    def abandon(self) -> None:
+        """Roll back the parts of a transaction applied so far (the loop reads it again)."""
+        if self._parts is not None:
+            self._parts = None
+            self.connection.drop()
+
+    def apply_part(
+        self,
+        plans: Sequence[TablePlan],
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        joins: bool,
+        continued: bool,
+    ) -> int:
+        """Apply a part of a transaction larger than a chunk (see the module notes): the first
+        part (not ``joins``) opens the downstream transaction, the last (not ``continued``)
+        upserts every part's images, advances the checkpoint to ``resolved_ts`` and commits;
+        returns the rows changed by the last part's commit (0 before). Never retried here:
+        the earlier parts are gone from memory, so every failure rolls back the whole
+        transaction and is raised for the loop to read it again from the checkpoint."""
+        try:
+            return self._apply_part(plans, resolved_ts, epoch, offsets, joins, continued)
+        except Exception as error:
+            self._parts = None
+            self.connection.drop()
+            if isinstance(error, ApplyError):
+                raise
+            dialect = self.connection.dialect
+            if dialect.transaction_too_large(error):
+                raise self.too_large(resolved_ts, error) from error
+            if dialect.is_transient(error):
+                raise
+            refused = self.refused_rows(plans)
+            if not refused:
+                raise
+            raise refused_error(refused) from error
+
+    def too_large(self, resolved_ts: int, error: BaseException) -> TransactionTooLargeError:
+        """The one line that says the transaction at ``resolved_ts`` outgrew the downstream."""
+        return TransactionTooLargeError(
+            f"the upstream transaction at ts {resolved_ts} is larger than the downstream takes "
+            f"in one transaction ({error}): raise {self.connection.dialect.transaction_limit()}; "
+            "nothing of it was applied, the sink tries again"
+        )
 
     def refused_rows(self, plans: Sequence[TablePlan]) -> list[RefusedRow]:
         """Every row of ``plans`` the downstream refuses, tried one by one (nothing stays)."""
@@ -176,6 +265,99 @@ class BatchApplier:
             conn.commit()
         empty.update(item.stage for item in staged)
         return merged
+
+    def _apply_part(
+        self,
+        plans: Sequence[TablePlan],
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        joins: bool,
+        continued: bool,
+    ) -> int:
+        conn = self.connection.open()
+        dialect = self.connection.dialect
+        parts = self._parts
+        if not joins:
+            if parts is not None:
+                self.abandon()
+                conn = self.connection.open()
+            parts = self._parts = _OpenParts(conn, resolved_ts)
+        elif parts is None or parts.connection is not conn or parts.resolved_ts != resolved_ts:
+            # The transaction of the parts before is gone (a lost connection, a new round).
+            raise TransientApplyError(
+                f"the downstream transaction of the parts up to {resolved_ts} was lost; the "
+                "transaction is read again from the checkpoint"
+            )
+        empty = self.tables.known_empty(conn)
+        cursor = conn.cursor()
+        staged = [
+            s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None
+        ]
+        for item in staged:
+            stage = parts.stages.get(item.stage)
+            if stage is None:
+                if item.stage not in empty:
+                    # What a failed batch or a crash left behind, in this transaction.
+                    cursor.execute(dialect.clear_staging(item.stage))
+                empty.discard(item.stage)
+                stage = parts.stages[item.stage] = _PartStage(item.target, [])
+            if item.plan.deletes and stage.in_place:
+                # Images an earlier part loaded in place may be what this part's removals
+                # would delete: the transaction goes again, staging every image.
+                self._staged_ts = resolved_ts
+                raise PartsRestartError(
+                    f"the transaction at ts {resolved_ts} removes rows after a part loaded "
+                    "rows in place; it is applied again, every image through a staging table"
+                )
+            stage.columns.extend(c for c in staged_columns(item) if c not in stage.columns)
+            place = (
+                resolved_ts != self._staged_ts
+                and self._load_path(cursor, item) is LoadPath.IN_PLACE
+            )
+            part = item.only_deletes() if place else item
+            if part.images:
+                self._driver_loader().load(cursor, part)
+                stage.rows += len(part.images)
+                stage.images += len(part.images) - part.deletes
+            parts.merged += merge_deletes(cursor, dialect, item)
+            if place and item.plan.upserts:
+                # After this part's deletes, as a whole batch loads in place after its own.
+                parts.merged += load_in_place(cursor, dialect, item)
+                stage.in_place = True
+            if item.deletes and continued:
+                # This part's delete images are done; the next part numbers its own from 1.
+                cursor.execute(dialect.clear_staged_deletes(item.stage, DELETE_FLAG))
+        if continued:
+            return 0
+        for stage_name, stage in parts.stages.items():
+            if stage.images:
+                parts.merged += upsert_from_staging(
+                    cursor, dialect, stage.target, stage_name, stage.columns
+                )
+        cleanups = [
+            dialect.empty_staging(name, stage.rows, committed=False)
+            for name, stage in parts.stages.items()
+        ]
+        for cleanup in cleanups:
+            if cleanup.in_batch:
+                cursor.execute(cleanup.statement)
+        self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
+        conn.commit()
+        self._parts = None
+        after = [cleanup.statement for cleanup in cleanups if not cleanup.in_batch]
+        for statement in after:
+            cursor.execute(statement)
+        if after:
+            conn.commit()
+        empty.update(parts.stages)
+        return parts.merged
+
+    def _driver_loader(self) -> Loader:
+        """A part's loader: over the sink's connection, inside its transaction."""
+        if self.connection.local_infile:
+            return self.loader(LoadPath.LOAD_DATA)
+        return InsertLoader()
 
     def _load_path(self, cursor: Any, item: StagedTable) -> LoadPath:
         """How ``item``'s rows are loaded, as :func:`load_path` decides."""

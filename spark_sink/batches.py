@@ -1,12 +1,19 @@
 """Released changes cut into planned batches: at every DDL barrier, and by size between
 transactions only (a reader never sees half of one).
 
+One upstream transaction larger than ``TICDC_SINK_CHUNK_ROWS`` is cut inside into parts of that
+many changes, each planned on its own, so the sink never holds more of it: the parts apply in ONE
+downstream transaction, which commits with the last part and the checkpoint (see
+:mod:`spark_sink.apply_batch`). What came before such a transaction in the batch is cut off as a
+batch of its own first, so every part holds changes of one commit ts only.
+
 A round's batches start small and double up to the configured size: the downstream starts on
 the first batch while the read-ahead thread reads and plans the next, so one round's reading
 overlaps its applying instead of preceding it (a round of one big batch overlaps nothing)."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -29,6 +36,20 @@ class PlannedBatch:
     plans: list[TablePlan]
     changes: int
     upto: int
+    # Parts of one transaction larger than a chunk: the part's place in it (0 the first), and
+    # whether parts follow (the downstream transaction then stays open: no checkpoint yet).
+    part: int = 0
+    continued: bool = False
+
+    @property
+    def joins(self) -> bool:
+        """Whether this batch goes into the downstream transaction a part before it opened."""
+        return self.part > 0
+
+    @property
+    def split(self) -> bool:
+        """Whether this batch is a part of one transaction larger than a chunk."""
+        return self.part > 0 or self.continued
 
 
 def batch_sizes(batch_rows: int, first: int = FIRST_BATCH_ROWS) -> Iterator[int]:
@@ -55,36 +76,64 @@ def planned_batches(
     resolved: int,
     first: int = FIRST_BATCH_ROWS,
     pipeline: str = "",
+    chunk_rows: int | None = None,
 ) -> Iterator[PlannedBatch | DDLEvent]:
     """``released`` (commit-ts order, up to ``resolved``) as planned batches of at most about
     ``batch_rows`` changes (the first ones smaller, from ``first``: see the module notes), each
     DDL in its place between them; the last batch ends at ``resolved`` (it may be empty: the
-    checkpoint still moves). The time spent releasing and planning is counted under ``pipeline``
+    checkpoint still moves). A transaction of more than ``chunk_rows`` changes comes in parts
+    of ``chunk_rows`` (:attr:`PlannedBatch.continued` on every part but its last). The time
+    spent releasing and planning is counted under ``pipeline``
     (``ticdc_sink_stage_seconds_total``)."""
+    chunk = chunk_rows or sys.maxsize
     sizes = batch_sizes(batch_rows, first)
     size = next(sizes)
     batch: list[RowChange] = []
+    # Where the current commit ts starts in ``batch``, and the parts of it handed over so far.
+    start = 0
+    part = 0
+    current: int | None = None
     # Per batch, not per row: the time between two cuts is the release's, the cut the plan's.
     clock = StageClock(pipeline)
     for item in released:
         if isinstance(item, Barrier):
-            yield _planned(batch, item.ddl.commit_ts, clock)
+            yield _planned(batch, item.ddl.commit_ts, clock, part)
             clock.restart()
-            batch = []
+            batch, start, part, current = [], 0, 0, None
             yield item.ddl
             clock.restart()
             continue
-        if len(batch) >= size and item.commit_ts != batch[-1].commit_ts:
-            yield _planned(batch, batch[-1].commit_ts, clock)
+        ts = item.commit_ts
+        if ts != current:
+            if part:
+                # The last part of a transaction larger than a chunk: it commits.
+                yield _planned(batch, current or ts, clock, part)
+                clock.restart()
+                batch, part = [], 0
+                size = next(sizes)
+            elif len(batch) >= size:
+                yield _planned(batch, batch[-1].commit_ts, clock)
+                clock.restart()
+                batch = []
+                size = next(sizes)
+            start, current = len(batch), ts
+        elif len(batch) - start >= chunk:
+            if start:
+                # What came before the big transaction commits on its own, whole.
+                yield _planned(batch[:start], batch[start - 1].commit_ts, clock)
+                clock.restart()
+                batch, start = batch[start:], 0
+            yield _planned(batch, ts, clock, part, continued=True)
             clock.restart()
-            batch = []
-            size = next(sizes)
+            batch, part = [], part + 1
         batch.append(item)
-    yield _planned(batch, resolved, clock)
+    yield _planned(batch, resolved, clock, part)
 
 
-def _planned(batch: list[RowChange], upto: int, clock: StageClock) -> PlannedBatch:
+def _planned(
+    batch: list[RowChange], upto: int, clock: StageClock, part: int = 0, continued: bool = False
+) -> PlannedBatch:
     clock.lap(RELEASE)
-    planned = PlannedBatch(plan_batch(batch), len(batch), upto)
+    planned = PlannedBatch(plan_batch(batch), len(batch), upto, part, continued)
     clock.lap(PLAN)
     return planned

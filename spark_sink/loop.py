@@ -12,7 +12,12 @@ import logging
 import threading
 import time
 
-from config.errors import BatchTooLargeError, RowRefusedError, StagingLostError
+from config.errors import (
+    BatchTooLargeError,
+    PartsRestartError,
+    RowRefusedError,
+    StagingLostError,
+)
 from config.settings import OnRowError, Settings
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import DDLEvent
@@ -55,6 +60,10 @@ class SinkLoop:
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
         self.batch_rows = settings.sink.batch_rows
+        # The changes of a transaction's parts applied so far, and when its first part started:
+        # counted as one batch when its last part commits.
+        self._part_changes = 0
+        self._parts_started = 0.0
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
         # Set by SIGTERM/SIGINT: the round ends after the batch in progress, so a stop waits for
@@ -90,11 +99,17 @@ class SinkLoop:
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:
                     raise RuntimeError("the sink's round ended before its first step")
+        except PartsRestartError as error:
+            if rounds is not None:
+                rounds.close()
+            log.info("%s", error)
+            return self.target.checkpoint().resolved_ts
         except BatchTooLargeError as error:
             if rounds is not None:
                 rounds.close()
             if self.batch_rows == 1:
-                raise
+                # One transaction alone: smaller batches cannot help.
+                raise self.target.too_large(error.resolved_ts, error.__cause__ or error) from error
             self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
             log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
             return self.target.checkpoint().resolved_ts
@@ -110,6 +125,7 @@ class SinkLoop:
         """Stop reading ahead (the thread ends after the step it is making) and trim the last
         applied round if the thread had not yet."""
         ahead = self._drop_ahead()
+        self.target.abandon()
         untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
         if untrimmed is not None:
             try:
@@ -151,6 +167,8 @@ class SinkLoop:
                 return step.resolved
             if self._stop.is_set():
                 rounds.close()
+                # A transaction's parts without their last: rolled back, read again later.
+                self.target.abandon()
                 log.info("stopping: the round ends at ts %s, the rest stays staged", applied)
                 return applied
             if isinstance(step, DDLEvent):
@@ -159,7 +177,8 @@ class SinkLoop:
                 applied = step.commit_ts
             else:
                 self._apply(step)
-                applied = step.upto
+                if not step.continued:
+                    applied = step.upto
         if started:
             raise RuntimeError("the sink's rounds ended before the round did")
         return None
@@ -189,6 +208,9 @@ class SinkLoop:
     def _apply(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
+        if batch.split:
+            self._apply_part(batch, offsets, started)
+            return
         while True:
             try:
                 merged = self.target.apply_batch(batch.plans, batch.upto, self.epoch, offsets)
@@ -215,4 +237,42 @@ class SinkLoop:
             elapsed,
             describe_tso(batch.upto),
             tso_age(batch.upto),
+        )
+
+    def _apply_part(self, batch: PlannedBatch, offsets: dict[str, int], started: float) -> None:
+        """A part of a transaction larger than a chunk. A row the downstream refuses in it
+        stops the sink even under ``deadletter``: the parts before it are rolled back and
+        gone from memory, so the rest of the transaction could not go on without them."""
+        if not batch.joins:
+            self._part_changes, self._parts_started = 0, started
+        merged = self.target.apply_part(
+            batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
+        )
+        self.applied_rows += merged
+        self._part_changes += batch.changes
+        elapsed = time.perf_counter() - started
+        if batch.continued:
+            log.info(
+                "applied part %d (%d changes) of the transaction at ts %s in %.3f s; "
+                "not committed until its last part",
+                batch.part + 1,
+                batch.changes,
+                describe_tso(batch.upto),
+                elapsed,
+            )
+            return
+        record_batch(
+            self.settings.group,
+            self._part_changes,
+            time.perf_counter() - self._parts_started,
+            batch.upto,
+        )
+        log.info(
+            "applied the last part %d (%d changes) of the transaction at ts %s in %.3f s; "
+            "committed, resolved ts %s",
+            batch.part + 1,
+            batch.changes,
+            describe_tso(batch.upto),
+            elapsed,
+            describe_tso(batch.upto),
         )

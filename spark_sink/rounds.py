@@ -133,7 +133,10 @@ def planned_rounds(
     while True:
         released = staging.release(after, resolved)
         largest = 0
-        for step in planned_batches(released, batch_rows, resolved, first, pipeline):
+        steps = planned_batches(
+            released, batch_rows, resolved, first, pipeline, settings.sink.chunk_rows
+        )
+        for step in steps:
             yield step
             if applied is not None:
                 staging.trim(applied)

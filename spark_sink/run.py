@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pymysql
 
-from config.errors import TransientApplyError
+from config.errors import TransactionTooLargeError, TransientApplyError
 from config.settings import Settings
 from config.signals import stop_on_signals
 from core.metrics import serve_metrics
@@ -121,6 +121,7 @@ def _lead(
 ) -> int:
     last = None
     delay = RETRY_FIRST_S
+    too_large = ""
     while not stop.is_set():
         # The lease may have been taken again after it lapsed: later commits carry the new epoch.
         sink.epoch = lock.epoch
@@ -130,6 +131,15 @@ def _lead(
         except REDIS_TRANSIENT as error:
             # Nothing is trimmed before its commit, so the next round redoes what is left.
             redis_outage.failed(error, "applying")
+            stop.wait(delay)
+            delay = next_delay(delay)
+            continue
+        except TransactionTooLargeError as error:
+            # Not an outage: the operator has a limit to raise (or the split to allow).
+            if str(error) != too_large:
+                log.error("%s", error)
+                too_large = str(error)
+            sink.target.drop_connection()
             stop.wait(delay)
             delay = next_delay(delay)
             continue
@@ -144,6 +154,7 @@ def _lead(
         redis_outage.answered()
         DOWNSTREAM_OUTAGE.answered()
         delay = RETRY_FIRST_S
+        too_large = ""
         if lost():
             # A newer leader exists; the epoch check already refused any late commit.
             log.error("another sink took the leader lease; stopping")

@@ -62,14 +62,37 @@ class Target:
         return self.dialect.is_transient(error)
 
     def checkpoint(self) -> Checkpoint:
-        """How far the downstream is (all zero before the first checkpoint)."""
+        """How far the downstream is (all zero before the first checkpoint); the parts of a
+        transaction applied so far without their last are rolled back first."""
+        self.batches.abandon()
         return read_checkpoint(self.downstream, self.checkpoints)
+
+    def abandon(self) -> None:
+        """Roll back the parts of a transaction applied without their last part."""
+        self.batches.abandon()
 
     def apply_batch(
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
         return self.batches.apply(plans, resolved_ts, epoch, offsets)
+
+    def apply_part(
+        self,
+        plans: Sequence[TablePlan],
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        joins: bool,
+        continued: bool,
+    ) -> int:
+        """Apply a part of a transaction larger than a chunk in the downstream transaction the
+        first part opened; the last part advances the checkpoint and commits."""
+        return self.batches.apply_part(plans, resolved_ts, epoch, offsets, joins, continued)
+
+    def too_large(self, resolved_ts: int, error: BaseException) -> Exception:
+        """The error that says which downstream limit to raise for the transaction."""
+        return self.batches.too_large(resolved_ts, error)
 
     def apply_ddl(
         self, ddl: DDLEvent, checkpoint: Checkpoint, epoch: int, offsets: dict[str, int]

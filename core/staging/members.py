@@ -27,6 +27,8 @@ ReadMembers = Callable[[list[bytes], int, int, "Copies"], list[RowChange]]
 _KEY_FLAGS = int(ColumnFlag.HANDLE_KEY | ColumnFlag.PRIMARY_KEY)
 # A member's commit-ts prefix, taken in C (a sort key called once per member).
 _TS_OF = itemgetter(slice(0, TS_DIGITS))
+# Above every hex digit: a commit-ts prefix followed by it sorts after every member of that ts.
+_PAST_TS = b"\xff"
 # Table layouts whose keyedness is remembered before the memory starts over (bounded for any input).
 _MAX_LAYOUTS = 4_096
 
@@ -36,9 +38,11 @@ def merge_by_ts(streams: list[Iterator[list[bytes]]]) -> Iterator[list[bytes]]:
     in commit-ts order, a window at a time; members of one commit ts partition by partition.
 
     A window holds the members below the smallest last commit ts buffered from a partition not
-    read to its end (a later page may hold more of that ts); a partition whose buffered members
-    all share that ts reads its next page first. Memory: a page per partition, more only while
-    one partition's single commit ts spans pages."""
+    read to its end (a later page may hold more of that ts). When every buffered member is at
+    that ts or past it, the members of that ts come partition by partition, so the first
+    partition holding it hands over what it buffered of it, page after page, before the next
+    one does: the order a window of all of them gave, in a page per partition of memory however
+    many pages one commit ts (one transaction) spans."""
     buffers: list[list[bytes]] = [[] for _ in streams]
     open_streams = set(range(len(streams)))
     while True:
@@ -60,10 +64,16 @@ def merge_by_ts(streams: list[Iterator[list[bytes]]]) -> Iterator[list[bytes]]:
         elif not open_streams:
             return
         else:
-            # Every member below the horizon is out: the partitions at it read on.
-            for index in sorted(open_streams):
-                if _TS_OF(buffers[index][-1]) == horizon:
-                    _extend(streams, buffers, open_streams, index)
+            # Every member below the horizon is out. The horizon's members come partition by
+            # partition: no partition before the first holding them has any left (its buffer
+            # starts past the horizon, or it has ended), so that one's go now.
+            first = next(
+                i for i, buffer in enumerate(buffers) if buffer and buffer[0][:TS_DIGITS] == horizon
+            )
+            buffer = buffers[first]
+            cut = bisect_left(buffer, horizon + _PAST_TS)
+            buffers[first] = buffer[cut:]
+            yield buffer[:cut]
 
 
 def _extend(

@@ -35,6 +35,10 @@ TRIM_PAGE = 4_000
 # waiting for a window (a page per partition); fewer members a call pay more in calls per row
 # (bench_scale, its unpack stage).
 UNPACK_CHUNK = 64
+# Bodies of keyed rows remembered at one commit ts to collapse copies: without a bound a
+# transaction of millions of rows would be held again as its bodies. A copy past it is planned
+# twice, which the plan's one final action per key makes harmless.
+COPIES_REMEMBERED = 100_000
 # Above every hex digit: a commit-ts prefix followed by it sorts after every member of that ts.
 _PAST_TS = b"\xff"
 
@@ -97,6 +101,8 @@ class StagingReader:
         its apply starts) without waiting for a whole window."""
         for first in range(start, stop, UNPACK_CHUNK):
             yield from self._members(members, first, min(first + UNPACK_CHUNK, stop), copies)
+            if len(copies.seen) > COPIES_REMEMBERED:
+                copies.seen.clear()
 
     def has_ddl_at(self, ts: int) -> bool:
         """Whether a DDL with commit ts ``ts`` is staged (not trimmed yet)."""

@@ -66,6 +66,9 @@ TIDB_RETRYABLE_ERRORS = frozenset({8005, 8022, 8028, 9001, 9002, 9003, 9005, 900
 # against. A single row over txn-entry-size-limit (8025) is no such error: smaller batches would
 # not help; it is a refused row.
 TIDB_TOO_LARGE_ERRORS = frozenset({8004, 8175})
+# MariaDB and MySQL with a binary log: a transaction over max_binlog_cache_size (1197,
+# ER_TRANS_CACHE_FULL).
+TOO_LARGE_ERRORS = frozenset({1197})
 # DDL errors that mean "already applied", ignored on replay as TiCDC does: database or table
 # exists / does not exist, duplicate column or key name, can't drop a missing column or key.
 ALREADY_APPLIED = frozenset({1007, 1008, 1050, 1051, 1060, 1061, 1091, 1146})
@@ -156,7 +159,11 @@ class Dialect:
 
     def transaction_too_large(self, error: BaseException) -> bool:
         """Whether ``error`` says a transaction outgrew the server's size limits."""
-        return False
+        return error_code(error) in TOO_LARGE_ERRORS
+
+    def transaction_limit(self) -> str:
+        """What to raise on the server for a larger transaction."""
+        return "the server's max_binlog_cache_size (SET GLOBAL max_binlog_cache_size = ...)"
 
     # --- upserts -------------------------------------------------------------------------------
 
@@ -249,6 +256,10 @@ class Dialect:
     def clear_staging(self, stage: str) -> str:
         """Empty ``stage`` of what a failed batch left (inside a transaction: no DDL)."""
         return f"DELETE FROM {stage}"
+
+    def clear_staged_deletes(self, stage: str, flag: str) -> str:
+        """Take ``stage``'s delete images (``flag`` > 0) out, leaving its images to upsert."""
+        return f"DELETE FROM {stage} WHERE {quote(flag)} > 0"
 
     def empty_staging(self, stage: str, rows: int, committed: bool) -> StagingCleanup:
         """How ``stage`` is emptied after a batch staged ``rows`` rows in it, ``committed``
@@ -376,6 +387,9 @@ class TiDBDialect(Dialect):
 
     def transaction_too_large(self, error: BaseException) -> bool:
         return error_code(error) in TIDB_TOO_LARGE_ERRORS
+
+    def transaction_limit(self) -> str:
+        return "TiDB's txn-total-size-limit (its config file; and tidb_mem_quota_query)"
 
     def empty_staging(self, stage: str, rows: int, committed: bool) -> StagingCleanup:
         if rows >= TRUNCATE_MIN_ROWS:

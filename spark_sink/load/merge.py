@@ -24,22 +24,39 @@ def merge_staged(cursor: Any, dialect: Dialect, item: StagedTable, in_place: boo
     """Apply ``item``'s deletes and upserts to its target; returns the rows changed. With
     ``in_place`` the upserts load straight into the target (nothing was staged for them)."""
     plan = item.plan
-    present = {c.name for c in item.columns}
-    keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
-    merged = 0
-    if plan.deletes and item.keyed:
-        merged += _delete_by_key(cursor, dialect, item)
-    elif plan.deletes:
-        merged += _delete_images(cursor, dialect, item, keys)
+    merged = merge_deletes(cursor, dialect, item)
     if plan.upserts and in_place:
         merged += load_in_place(cursor, dialect, item)
     elif plan.upserts:
-        wanted = set(plan.columns)
-        columns = [c.name for c in item.columns if c.name in wanted]
-        merged += int(
-            cursor.execute(dialect.upsert_staged(item.target, item.stage, columns, DELETE_FLAG))
+        merged += upsert_from_staging(
+            cursor, dialect, item.target, item.stage, staged_columns(item)
         )
     return merged
+
+
+def merge_deletes(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
+    """Apply ``item``'s deletes to its target (by key, or by its staged delete images)."""
+    plan = item.plan
+    if plan.deletes and item.keyed:
+        return _delete_by_key(cursor, dialect, item)
+    if plan.deletes:
+        present = {c.name for c in item.columns}
+        keys = [k for k in plan.key_columns if k in present] or [c.name for c in item.columns]
+        return _delete_images(cursor, dialect, item, keys)
+    return 0
+
+
+def staged_columns(item: StagedTable) -> list[str]:
+    """The staging table's columns ``item``'s rows have (a row never sets the others)."""
+    wanted = set(item.plan.columns)
+    return [c.name for c in item.columns if c.name in wanted]
+
+
+def upsert_from_staging(
+    cursor: Any, dialect: Dialect, target: str, stage: str, columns: list[str]
+) -> int:
+    """Upsert every staged image to upsert (flag 0) of ``stage`` into ``target``."""
+    return int(cursor.execute(dialect.upsert_staged(target, stage, columns, DELETE_FLAG)))
 
 
 def _delete_images(cursor: Any, dialect: Dialect, item: StagedTable, keys: list[str]) -> int:

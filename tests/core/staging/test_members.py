@@ -103,6 +103,19 @@ def test_the_windows_merge_as_heapq_merge_keyed_by_the_commit_ts(
     assert [member for window in windows for member in window] == list(merged)
 
 
+def test_one_commit_ts_over_many_pages_comes_a_page_at_a_time() -> None:
+    """One transaction staged over many pages of every partition is never buffered whole: the
+    sink's memory is a page per partition, not the transaction."""
+    body = pack_row(RowChange(0, "db", "t", Op.INSERT, COLUMNS, {"id": 1, "v": "x"}, None))
+    partitions = [
+        sorted(row_member(BIG_TS, offset, p, [body]) for offset in range(40)) for p in range(3)
+    ]
+    windows = list(merge_by_ts([paged(members, 4) for members in partitions]))
+    assert max(len(window) for window in windows) <= 4
+    merged = heapq.merge(*partitions, key=lambda member: member[:TS_DIGITS])
+    assert [member for window in windows for member in window] == list(merged)
+
+
 def released(read: Any, windows: list[list[bytes]], chunk: int) -> list[RowChange]:
     copies = Copies()
     rows = []

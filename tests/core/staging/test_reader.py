@@ -173,3 +173,29 @@ def _heapq_release(
             seen.add(body)  # every staged row here has a key
             out.append(unpack_row(int(ts, 16), body))
     return out + [Barrier(unpack_ddl_member(m)) for m in pending]
+
+
+def test_copies_past_the_remembered_bodies_come_twice_and_plan_as_once(
+    staging: Staging, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A transaction of millions of keyed rows is not held again as bodies to collapse copies:
+    past the bound, a copy comes out again, and the plan (one final action a key) is the same."""
+    from core.staging import reader
+    from spark_sink.plan import plan_batch
+
+    monkeypatch.setattr(reader, "UNPACK_CHUNK", 1)
+    monkeypatch.setattr(reader, "COPIES_REMEMBERED", 10)
+    rows = [row(BIG_TS + 1, key, f"v{key}") for key in range(40)]
+    # TiCDC re-sent the transaction's rows at later offsets, and to the other partition.
+    staging.stage(P0, 0, rows[:20])
+    staging.stage(P0, 1, rows[20:])
+    staging.stage(P0, 2, rows, watermark=BIG_TS + 1)
+    staging.stage(P1, 0, rows, watermark=BIG_TS + 1)
+    released = [r for r in staging.release(0, BIG_TS + 1) if isinstance(r, RowChange)]
+    # Each member (a run of rows of one message) past the bound is remembered no more.
+    assert len(released) == 3 * 40
+    (plan,) = plan_batch(released)
+    (once,) = plan_batch(rows)
+    assert plan.upserts == once.upserts and not plan.deletes
+    monkeypatch.setattr(reader, "COPIES_REMEMBERED", 1_000)
+    assert len([r for r in staging.release(0, BIG_TS + 1) if isinstance(r, RowChange)]) == 40
