@@ -32,12 +32,12 @@ from pathlib import Path
 
 from benchmarks.topics import delete_topics
 from config.settings import Settings, load_settings
-from core.model import Op, Resolved, RowChange, Value
+from core.model import Op, Resolved, RowChange
 from core.redis_client import redis_client
 from core.staging import Staging
 from spark_sink.db.connection import connect
 from streams.codecs import codec_for
-from workload import COLUMNS, START_TS
+from workload import COLUMNS, START_TS, row_image
 
 PARTITIONS = 4
 DB = "bench_big_txn"
@@ -67,18 +67,7 @@ def rows_of(count: int, ts: int) -> Iterator[RowChange]:
     """``count`` inserts at one commit ts (the rows of ``workload.make_rows``)."""
     rng = random.Random(7)
     for i in range(count):
-        image: dict[str, Value] = {
-            "id": i,
-            "account": rng.randint(-(2**31), 2**31 - 1),
-            "name": f"customer {rng.randint(0, 10**9)} 名前",
-            "amount": f"{rng.randint(0, 10**12)}.{rng.randint(0, 99):02d}",
-            "created_at": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:34:{i % 60:02d}",
-            "score": rng.random() * 1000,
-            "note": "lorem ipsum dolor sit amet " * rng.randint(1, 3),
-            "flag": rng.randint(0, 1),
-            "counter": rng.randint(0, 2**64 - 1),
-            "tag": bytes(rng.randrange(256) for _ in range(8)),
-        }
+        image = row_image(rng, i)
         yield RowChange(ts, DB, "orders", Op.INSERT, COLUMNS, image, None)
 
 

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import random
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass
 
-from benchmarks.bench_e2e import rss_mb, stop
+from benchmarks.bench_e2e import rss_mb, spawn, stop
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
@@ -109,20 +107,6 @@ def row_history(schema: str, tables: int, rows: int, after: int) -> list[Transac
             made += 1
         history.append(txn)
     return history
-
-
-def spawn(settings: Settings, command: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "TICDC_SINK_GROUP": settings.group,
-        "TICDC_SINK_TOPICS": settings.kafka.topics[0],
-        "TICDC_SINK_PROTOCOL": "open",
-        "TICDC_SINK_WEB_PORT": "0",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sink", command], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
 
 
 def wait_applied(

@@ -31,23 +31,28 @@ COLUMNS: dict[str, ColumnType] = {
 START_TS = 449_000_000_000_000_000
 
 
+def row_image(rng: random.Random, key: int) -> dict[str, Value]:
+    """A row of the 10-column table with id ``key``, its other values drawn from ``rng``."""
+    return {
+        "id": key,
+        "account": rng.randint(-(2**31), 2**31 - 1),
+        "name": f"customer {rng.randint(0, 10**9)} 名前",
+        "amount": f"{rng.randint(0, 10**12)}.{rng.randint(0, 99):02d}",
+        "created_at": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:34:{key % 60:02d}",
+        "score": rng.random() * 1000,
+        "note": "lorem ipsum dolor sit amet " * rng.randint(1, 3),
+        "flag": rng.randint(0, 1),
+        "counter": rng.randint(0, 2**64 - 1),
+        "tag": bytes(rng.randrange(256) for _ in range(8)),
+    }
+
+
 def make_rows(count: int, seed: int = 7, start_ts: int = START_TS) -> list[RowChange]:
     """``count`` inserts, updates and deletes over the 10-column table, in commit order."""
     rng = random.Random(seed)
     rows = []
     for i in range(count):
-        image: dict[str, Value] = {
-            "id": i,
-            "account": rng.randint(-(2**31), 2**31 - 1),
-            "name": f"customer {rng.randint(0, 10**9)} 名前",
-            "amount": f"{rng.randint(0, 10**12)}.{rng.randint(0, 99):02d}",
-            "created_at": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)} 12:34:{i % 60:02d}",
-            "score": rng.random() * 1000,
-            "note": "lorem ipsum dolor sit amet " * rng.randint(1, 3),
-            "flag": rng.randint(0, 1),
-            "counter": rng.randint(0, 2**64 - 1),
-            "tag": bytes(rng.randrange(256) for _ in range(8)),
-        }
+        image = row_image(rng, i)
         op = rng.choice([Op.INSERT, Op.INSERT, Op.UPDATE, Op.DELETE])
         rows.append(
             RowChange(
