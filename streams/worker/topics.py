@@ -82,11 +82,21 @@ def subscribe_new(app: Any, topics: Sequence[str]) -> list[str]:
     if new:
         conductor.add(app.topic(*new))
         log.info("subscribing %s", ", ".join(new))
-    elif any(topic not in conductor._topic_name_index for topic in topics):
+    elif any(topic not in _subscribed(app, conductor) for topic in topics):
         # Faust drops a change flagged while the group rebalances (its conductor's
         # _subscriber): flagged again until the consumer's subscription holds every topic.
         conductor._flag_changes()
     return new
+
+
+def _subscribed(app: Any, conductor: Any) -> set[str]:
+    """The topics Kafka's client subscribes, or, before it has a consumer, the conductor's."""
+    from faust.exceptions import ConsumerNotStarted
+
+    try:
+        return set(app.consumer._thread._ensure_consumer().subscription())
+    except (AttributeError, ConsumerNotStarted):
+        return set(conductor._topic_name_index)
 
 
 def matched_at_start(settings: Settings, staging: Staging) -> list[str]:

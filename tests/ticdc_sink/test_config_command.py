@@ -42,6 +42,7 @@ def test_describe_as_text_groups_the_settings_and_masks_secrets(
         "[downstream]",
         "[worker]",
         "[large_messages]",
+        "[schema_registry]",
         "[sink]",
         "[spark]",
         "[logging]",
