@@ -1,0 +1,174 @@
+"""An Avro changefeed replicated end to end through the documented CLI: `produce --protocol avro`
+(a topic per table, schemas in the real registry), a worker on TICDC_SINK_TOPICS_PATTERN and a
+sink as processes; a column added and one dropped midway (each a new schema id), a second
+database's topics created while the worker runs, the registry SIGKILLed mid-stream and started
+again. Row-exact, into MariaDB and TiDB."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from config.settings import Settings
+from core.kafka_client import kafka_options
+from core.model import Resolved
+from spark_sink.db.connection import connect
+from streams.codecs.avro import AvroCodec
+from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
+    PROCESS_LOGS,
+    applied_resolved_ts,
+    assert_replicated,
+    pipeline_env,
+    pipeline_running,
+    wait_for,
+)
+from ticdc_sink.produce import avro_topics, expected_state, scenario_messages, send
+from ticdc_sink.scenario import Scenario
+from ticdc_sink.services.registry import RegistryService
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+TRANSACTIONS = 60
+
+
+@pytest.fixture
+def avro_pipeline(
+    pipeline: Settings, unique: str, schema_registry_url: str
+) -> Iterator[dict[str, str]]:
+    """The environment of a worker and sink of ``pipeline`` on every topic ``produce --topic
+    <unique>`` makes (``<unique>_<schema>_<table>``); its topics and second database are
+    deleted afterwards."""
+    settings = pipeline.updated({"topics": ()})
+    yield pipeline_env(
+        settings,
+        "avro",
+        TICDC_SINK_TOPICS_PATTERN=f"{unique}_.+",
+        TICDC_SINK_SCHEMA_REGISTRY=schema_registry_url,
+    )
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
+    asyncio.run(_delete_topics(pipeline, unique))
+
+
+async def _delete_topics(settings: Settings, prefix: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
+    await admin.start()
+    try:
+        topics = [t for t in await admin.list_topics() if t.startswith(f"{prefix}_")]
+        if topics:
+            await admin.delete_topics(topics)
+    finally:
+        await admin.close()
+
+
+def _produce(env: dict[str, str], topic: str, schema: str, expected: Path, *more: str) -> int:
+    """`ticdc-sink produce --protocol avro` of a workload with a column added and one dropped;
+    returns its final resolved ts."""
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "ticdc_sink", "produce", "--protocol", "avro",
+            "--topic", topic, "--schema", schema, "--partitions", str(PARTITIONS),
+            "--transactions", str(TRANSACTIONS), "--drop-column", "--expected", str(expected),
+            *more,
+        ],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"final resolved ts (\d+)", done.stdout)
+    assert found, done.stdout
+    return int(found.group(1))
+
+
+def _checkpoint(settings: Settings, topic: str, schema: str, ts: int) -> None:
+    """A checkpoint at ``ts`` to every partition of ``schema``'s topics: TiCDC writes each to
+    every topic of the changefeed, and `produce` only to those of its own workload."""
+    messages = [(p, m) for p in range(PARTITIONS) for m in AvroCodec().encode([Resolved(ts)])]
+    topics = avro_topics(topic, Scenario(schema=schema))
+    asyncio.run(send(settings, topic, PARTITIONS, messages, topics))
+
+
+@ON_EVERY_SERVER
+def test_an_avro_changefeed_replicates_row_exact_across_schema_changes_and_new_topics(
+    pipeline: Settings, unique: str, avro_pipeline: dict[str, str], tmp_path: Path
+) -> None:
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    env = avro_pipeline
+    final = _produce(env, unique, unique, first)
+    with pipeline_running(env) as processes:
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the first workload applied", 90)
+        # A second database: its tables' topics are created now, while the worker runs.
+        more = ("--seed", "2", "--start-ts", str(final))
+        later = _produce(env, unique, f"{unique}_b", second, *more)
+        _checkpoint(pipeline, unique, unique, later)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= later, "the second workload applied", 90)
+        assert all(process.poll() is None for process in processes)
+    assert_replicated(pipeline, first, second)
+
+
+def _registry() -> RegistryService:
+    service = RegistryService()
+    if service.our_pid() is None:
+        pytest.fail(
+            "this test kills and starts the registry: it must be the one `ticdc-sink services "
+            "up --registry` started from this checkout",
+            pytrace=False,
+        )
+    return service
+
+
+def test_the_schema_registry_killed_mid_stream_and_started_again_loses_nothing(
+    pipeline: Settings,
+    unique: str,
+    avro_pipeline: dict[str, str],
+    schema_registry: Any,
+    tmp_path: Path,
+) -> None:
+    registry = _registry()
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    env = avro_pipeline
+    final = _produce(env, unique, unique, first)
+    # The second workload's schemas registered now, its messages sent while the registry is
+    # away: the worker meets ids it has never seen and must wait for the registry.
+    scenario = Scenario(
+        seed=3, transactions=TRANSACTIONS, schema=f"{unique}_b", start_ts=final, drop_column=True
+    )
+
+    def codec() -> AvroCodec:
+        return AvroCodec(schema_registry, topic_prefix=unique)
+
+    messages, later = scenario_messages(scenario, "avro", PARTITIONS, codec=codec)
+    second.write_bytes(orjson.dumps(expected_state(scenario, "avro")))
+    with pipeline_running(env) as processes:
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the first workload applied", 90)
+        pid = registry.our_pid()
+        assert pid is not None
+        os.killpg(pid, signal.SIGKILL)
+        try:
+            wait_for(lambda: not registry.answers(), "the registry gone", 30)
+            asyncio.run(send(pipeline, unique, PARTITIONS, messages, avro_topics(unique, scenario)))
+            _checkpoint(pipeline, unique, unique, later)
+            time.sleep(4)  # the worker meets the new topics and waits for the registry
+            assert applied_resolved_ts(pipeline) < later
+        finally:
+            registry.up()
+        wait_for(lambda: applied_resolved_ts(pipeline) >= later, "the second workload applied", 90)
+        assert all(process.poll() is None for process in processes)
+    assert_replicated(pipeline, first, second)
+    worker_logs = [p.read_text() for p in PROCESS_LOGS.glob(f"{unique}-worker-*.log")]
+    assert any("schema registry at" in log and "unavailable since" in log for log in worker_logs)
+    assert not any(re.search(r"dead letter \S+ offset", log) for log in worker_logs)
