@@ -2,7 +2,8 @@
 (a topic per table, schemas in the real registry), a worker on TICDC_SINK_TOPICS_PATTERN and a
 sink as processes; a column added and one dropped midway (each a new schema id), a second
 database's topics created while the worker runs, the registry SIGKILLed mid-stream and started
-again. Row-exact, into MariaDB and TiDB."""
+again, and the fault tests of test_end_to_end.py (killed processes, Redis, Kafka and MariaDB
+restarts) in one run. Row-exact, into MariaDB and TiDB."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from tests.ticdc_sink.pipelines import (
     assert_replicated,
     pipeline_env,
     pipeline_running,
+    spawn,
+    stop,
     wait_for,
 )
 from ticdc_sink.produce import avro_topics, expected_state, scenario_messages, send
@@ -172,3 +175,47 @@ def test_the_schema_registry_killed_mid_stream_and_started_again_loses_nothing(
     worker_logs = [p.read_text() for p in PROCESS_LOGS.glob(f"{unique}-worker-*.log")]
     assert any("schema registry at" in log and "unavailable since" in log for log in worker_logs)
     assert not any(re.search(r"dead letter \S+ offset", log) for log in worker_logs)
+
+
+def _sigkill_and_restart(service: Any, down_for: float) -> None:
+    pid = service.our_pid()
+    if pid is None:
+        pytest.fail(f"{service.name} must be started by `ticdc-sink services up` to be killed")
+    os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: not service.answers(), f"{service.name} to go away", timeout=30)
+    time.sleep(down_for)
+    service.up()
+
+
+def test_an_avro_stream_rides_out_killed_processes_and_service_restarts(
+    pipeline: Settings, unique: str, avro_pipeline: dict[str, str], tmp_path: Path
+) -> None:
+    # The fault tests of test_end_to_end.py in one run on an Avro stream (MariaDB only: it is
+    # restarted): worker and sink SIGKILLed (a worker taking partitions over resumes each
+    # partition's codec from staging), Redis, Kafka and MariaDB killed and started again.
+    from ticdc_sink.services.kafka import KafkaService
+    from ticdc_sink.services.mariadb import MariaDBService
+    from ticdc_sink.services.redis import RedisService
+
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    env = {**avro_pipeline, "TICDC_SINK_BATCH_ROWS": "40", "TICDC_SINK_MAX_STAGED_ROWS": "300"}
+    final = _produce(env, unique, unique, first)
+    worker, sink = spawn("worker", env), spawn("apply", env)
+    try:
+        wait_for(lambda: applied_resolved_ts(pipeline) > 0, "data flowing", 60)
+        stop(worker, signal.SIGKILL)
+        worker = spawn("worker", env)
+        stop(sink, signal.SIGKILL)
+        sink = spawn("apply", env)
+        _sigkill_and_restart(RedisService(), down_for=1.0)
+        more = ("--seed", "4", "--start-ts", str(final))
+        later = _produce(env, unique, f"{unique}_b", second, *more)
+        _checkpoint(pipeline, unique, unique, later)
+        _sigkill_and_restart(KafkaService(), down_for=2.0)
+        _sigkill_and_restart(MariaDBService(), down_for=1.0)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= later, "both workloads applied", 180)
+        assert worker.poll() is None and sink.poll() is None, "a process exited in an outage"
+    finally:
+        stop(worker)
+        stop(sink)
+    assert_replicated(pipeline, first, second)
