@@ -219,3 +219,34 @@ def test_an_avro_stream_rides_out_killed_processes_and_service_restarts(
         stop(worker)
         stop(sink)
     assert_replicated(pipeline, first, second)
+
+
+@pytest.mark.parametrize(
+    ("registry", "code", "said"),
+    [
+        # Apicurio's root, not its Confluent API: a setting to fix.
+        ("http://127.0.0.1:8081", 2, "does not answer as a Confluent schema registry"),
+        # Nothing there: waited for within the start-up timeout, as Kafka and Redis are.
+        ("http://127.0.0.1:9/apis/ccompat/v7", 1, "did not answer while starting"),
+    ],
+)
+def test_a_worker_checks_the_registry_at_start(
+    pipeline: Settings,
+    avro_pipeline: dict[str, str],
+    schema_registry_url: str,
+    registry: str,
+    code: int,
+    said: str,
+) -> None:
+    env = {**avro_pipeline, "TICDC_SINK_SCHEMA_REGISTRY": registry}
+    env["TICDC_SINK_STARTUP_TIMEOUT"] = "2"
+    done = subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "worker"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == code, done.stderr
+    last = done.stderr.splitlines()[-1]
+    assert last.startswith("ticdc-sink worker: ") and said in last, done.stderr
+    assert "Traceback" not in done.stderr
+    if code == 1:
+        assert "unavailable since" in done.stderr  # the wait's log line
