@@ -51,10 +51,14 @@ def test_each_partition_resumes_where_staging_says_it_stands(
     key, value = _insert(unique, schema_registry, TS, 1)
     _, later = _insert(unique, schema_registry, TS + 50, 2)
     worker = MessageStager(staging, AvroCodec(schema_registry), OnError.DEADLETTER)
-    stage_batch(
-        worker,
-        [(FIRST, 0, key, value), (FIRST, 1, None, _checkpoint(TS + 10)), (SECOND, 0, key, later)],
-    )
+    records = [
+        (FIRST, 0, key, value),
+        (FIRST, 1, None, _checkpoint(TS + 10)),
+        (SECOND, 0, key, later),
+    ]
+    # The native fast path takes none of them: each is decoded by its partition's codec.
+    assert worker.decode(records) == [None, None, None]
+    stage_batch(worker, records)
     # Another worker takes the first partition over: its first message is a tombstone, which
     # follows the partition's watermark, not the other partition's later row.
     taking_over = MessageStager(staging, AvroCodec(schema_registry), OnError.DEADLETTER)
