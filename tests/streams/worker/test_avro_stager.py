@@ -85,3 +85,22 @@ def test_an_unknown_schema_id_is_a_dead_letter_and_an_away_registry_is_not(
     with pytest.raises(RegistryUnavailableError):
         stopping.prepare([(SECOND, 0, key, value)], [None])
     assert redis_client.xlen(staging.keys.dead_letters) == 1
+
+
+def test_a_batch_prepared_again_decodes_from_what_staging_holds(
+    staging: Staging, schema_registry: SchemaRegistry, unique: str
+) -> None:
+    staging.set_partition_count("avro", 2)
+    key, value = _insert(unique, schema_registry, TS, 1)
+    other_key, later = _insert(unique, schema_registry, TS + 50, 2)
+    worker = MessageStager(staging, AvroCodec(schema_registry), OnError.DEADLETTER)
+    batch = [(FIRST, 0, key, value), (FIRST, 1, key, b"")]
+    following = [(FIRST, 2, other_key, later)]
+    # The line prepares the next batch while one is sent; that send fails, and the batch is
+    # prepared again after the next one was decoded: its delete still follows its own row.
+    worker.prepare(batch, worker.decode(batch))
+    next_batch = worker.prepare(following, worker.decode(following))
+    worker.forget_offsets()
+    worker.send(worker.prepare(batch, worker.decode(batch), again=True))
+    worker.send(next_batch)
+    assert [change.commit_ts for change in _deletes(staging)] == [TS + 1]
