@@ -17,6 +17,7 @@ from core.kafka_client import kafka_options
 from core.redis_client import redis_client
 from core.staging import Staging
 from tests.ticdc_sink.pipelines import (
+    PROCESS_LOGS,
     applied_resolved_ts,
     assert_replicated,
     pipeline_env,
@@ -96,6 +97,9 @@ def ride_out_a_killed_broker(
         assert all(p.poll() is None for p in processes), "a process exited"
     assert_replicated(settings, expected)
     assert seen == sorted(seen)
+    # The outage was waited out with log lines, not tracebacks.
+    for log in PROCESS_LOGS.glob(f"{settings.group}-*.log"):
+        assert "Traceback" not in log.read_text(errors="replace"), log.name
     return node_id
 
 
