@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from config.settings import Settings
 from core.kafka_client import kafka_options
 from core.redis_client import redis_client
@@ -23,7 +25,8 @@ from tests.ticdc_sink.pipelines import (
     pipeline_env,
     pipeline_running,
 )
-from ticdc_sink.produce import run_produce
+from ticdc_sink.produce import expected_state, run_produce, scenario_messages, send
+from ticdc_sink.scenario import Scenario
 from ticdc_sink.services.cluster import kafka_cluster_up, kafka_nodes
 
 PARTITIONS = 3
@@ -61,11 +64,17 @@ def broker_of(node_id: int) -> Any:
 
 
 def ride_out_a_killed_broker(
-    settings: Settings, env: dict[str, str], expected: Path, final: int, pick: Callable[[], int]
+    settings: Settings,
+    env: dict[str, str],
+    expected: Path,
+    final: int,
+    pick: Callable[[], int],
+    while_down: Callable[[], object] = lambda: None,
 ) -> int:
-    """Run the pipeline; once it has staged something, SIGKILL the broker ``pick`` names and
-    bring it back RESTART_AFTER_S later. Asserts that no process exits, the checkpoint never goes
-    back and the downstream is row-exact; returns the node id of the killed broker."""
+    """Run the pipeline; once it has staged something, SIGKILL the broker ``pick`` names, call
+    ``while_down`` and bring the broker back RESTART_AFTER_S after the kill. Asserts that no
+    process exits, the checkpoint never goes back and the downstream is row-exact; returns the
+    node id of the killed broker."""
     staging = Staging(redis_client(settings), settings.group)
     seen: list[int] = []
     with pipeline_running(env) as processes:
@@ -81,6 +90,7 @@ def ride_out_a_killed_broker(
         assert pid is not None
         os.killpg(pid, signal.SIGKILL)
         killed = time.monotonic()
+        while_down()
         restarted = False
         try:
             while (applied := applied_resolved_ts(settings)) < final:
@@ -115,7 +125,14 @@ def _produced(settings: Settings, tmp_path: Path, seed: int) -> tuple[Path, int]
 def test_a_killed_partition_leader_loses_nothing_and_the_worker_follows_the_new_leader(
     on_clusters: Settings, clusters_env: dict[str, str], unique: str, tmp_path: Path
 ) -> None:
-    expected, final = _produced(on_clusters, tmp_path, seed=7)
+    """The first half of the stream is in the topic before the pipeline starts; the second half
+    is produced (``acks=all``) while the killed leader is down."""
+    scenario = Scenario(seed=7, transactions=TRANSACTIONS, schema=unique)
+    messages, final = scenario_messages(scenario, "open", PARTITIONS)
+    expected = tmp_path / "expected.json"
+    expected.write_bytes(orjson.dumps(expected_state(scenario)))
+    half = len(messages) // 2
+    asyncio.run(send(on_clusters, unique, PARTITIONS, messages[:half]))
     before = partition_leaders(on_clusters, unique)
     env = {**pipeline_env(on_clusters, "open"), **clusters_env}
 
@@ -125,7 +142,12 @@ def test_a_killed_partition_leader_loses_nothing_and_the_worker_follows_the_new_
         leaders = sorted(set(before.values()))
         return next((n for n in leaders if n != coordinator), leaders[0])
 
-    killed = ride_out_a_killed_broker(on_clusters, env, expected, final, a_leader_not_coordinating)
+    def the_rest() -> None:
+        asyncio.run(send(on_clusters, unique, PARTITIONS, messages[half:]))
+
+    killed = ride_out_a_killed_broker(
+        on_clusters, env, expected, final, a_leader_not_coordinating, the_rest
+    )
     led = [p for p, leader in before.items() if leader == killed]
     assert led
     # Its partitions were replicated downstream through the leaders that took them over.
