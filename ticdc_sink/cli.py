@@ -19,6 +19,7 @@ from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__, commands
 from ticdc_sink.dispatchers import Dispatcher
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_SIGNALLED
+from ticdc_sink.scenario import START_TS
 
 log = logging.getLogger("ticdc_sink.cli")
 
@@ -202,6 +203,18 @@ def build_parser() -> argparse.ArgumentParser:
         choices=[d.value for d in Dispatcher],
         default="default",
         help="TiCDC's partition dispatcher for rows (default: TiCDC's own, by table)",
+    )
+    produce.add_argument(
+        "--start-ts",
+        type=_positive,
+        default=START_TS,
+        help="commit ts the workload starts after (a second workload: past the first's final "
+        "resolved ts)",
+    )
+    produce.add_argument(
+        "--drop-column",
+        action="store_true",
+        help="drop a column of orders three quarters of the way (after the ADD COLUMN halfway)",
     )
     produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)

@@ -199,8 +199,10 @@ def produce(args: argparse.Namespace) -> int:
         Path(args.expected),
         args.duplicates,
         args.schema,
+        start_ts=args.start_ts,
         dispatcher=Dispatcher(args.dispatcher),
         registry=registry,
+        drop_column=args.drop_column,
     )
     where = f"the topics {topic}_<schema>_<table>" if registry is not None else topic
     print(f"sent {sent} messages to {where}; final resolved ts {final}")

@@ -232,10 +232,17 @@ def run_produce(
     start_ts: int = START_TS,
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
     registry: Registry | None = None,
+    drop_column: bool = False,
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts). Avro registers its
     schemas in ``registry`` and writes to a topic per table named after ``topic``."""
-    scenario = Scenario(seed=seed, transactions=transactions, schema=schema, start_ts=start_ts)
+    scenario = Scenario(
+        seed=seed,
+        transactions=transactions,
+        schema=schema,
+        start_ts=start_ts,
+        drop_column=drop_column,
+    )
     codec: Callable[[], Codec] | None = None
     topics: list[str] = []
     if protocol == Protocol.AVRO:

@@ -1,9 +1,9 @@
 """A seeded upstream history for end-to-end runs: DDL, transactions, and the state they leave.
 
-Three tables in ``shop``: ``customers`` (primary key plus a NOT NULL unique email that changes
-now and then), ``orders`` (primary-key changes, DECIMAL, DATETIME(6), binary, a column added
-mid-stream), and ``events`` (no key at all). Transactions hold 1-50 row changes. The model of the
-tables after every change is the expected downstream state.
+Three tables in ``shop``: ``customers`` (primary key plus a NOT NULL unique email that changes now
+and then), ``orders`` (primary-key changes, DECIMAL, DATETIME(6), binary, a column added mid-stream
+and, with ``drop_column``, one dropped later), and ``events`` (no key at all). Transactions hold
+1-50 row changes. The model of the tables after every change is the expected downstream state.
 """
 
 from __future__ import annotations
@@ -30,6 +30,10 @@ TABLE_DDL = {
     "events": "CREATE TABLE {schema}.events (kind VARCHAR(16), detail VARCHAR(64), at DATE)",
 }
 ADD_COLUMN = "ALTER TABLE {schema}.orders ADD COLUMN extra VARCHAR(8)"
+DROP_COLUMN = "ALTER TABLE {schema}.orders DROP COLUMN note"
+# TiDB's DDL action codes (parser/model ActionType).
+ACTION_ADD_COLUMN = 5
+ACTION_DROP_COLUMN = 6
 COLUMNS: dict[str, dict[str, ColumnType]] = {
     "customers": {
         "id": column_type(3, KEY),
@@ -77,6 +81,8 @@ class Scenario:
     start_ts: int = START_TS
     # Inserts into ``orders`` of one last transaction (a bulk load, as large as a test needs).
     bulk_rows: int = 0
+    # ``orders.note`` dropped three quarters of the way (after the ADD COLUMN halfway).
+    drop_column: bool = False
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -100,10 +106,17 @@ class Scenario:
             ts = max(ts + 1, self.clock()) if self.clock else ts + (self.rng.randint(1, 50) << 18)
             if index == self.transactions // 2:
                 alter = ADD_COLUMN.format(schema=db)
-                yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", alter, 5))
+                yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", alter, ACTION_ADD_COLUMN))
                 self.columns["orders"]["extra"] = column_type(15, NULLABLE)
                 for row in self.state["orders"].values():
                     row["extra"] = None
+                ts += 1 << 18
+            if self.drop_column and index == self.transactions * 3 // 4:
+                drop = DROP_COLUMN.format(schema=db)
+                yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", drop, ACTION_DROP_COLUMN))
+                del self.columns["orders"]["note"]
+                for row in self.state["orders"].values():
+                    del row["note"]
                 ts += 1 << 18
             txn = Transaction(ts)
             self._touched = set()
@@ -194,7 +207,9 @@ class Scenario:
             }
             if "extra" in self.columns["orders"]:
                 values["extra"] = rng.choice([None, "x", "yz"])
-            return values
+            # A dropped column's value is drawn all the same: the history up to the drop is
+            # the same with or without it.
+            return {name: v for name, v in values.items() if name in self.columns["orders"]}
         self._serial += 1
         return {
             "kind": rng.choice(["click", "view", None]),

@@ -11,6 +11,7 @@ from core.model import RowChange
 from core.staging.framing import FramedMessage, StagedMessage
 from core.staging.keys import TopicPartition
 from core.staging.reader import Barrier
+from core.staging.watermarks import PartitionProgress
 from core.staging.writer import HeldMessage
 
 
@@ -43,6 +44,10 @@ class StagerStore(Protocol):
     def staged_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]: ...
 
     def held_count(self) -> int: ...
+
+    def progress(
+        self, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, PartitionProgress]: ...
 
     def held(self) -> list[HeldMessage]: ...
 

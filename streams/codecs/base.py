@@ -49,6 +49,19 @@ class Codec(ABC):
     """Decodes Kafka messages of one protocol into events, and encodes events the way TiCDC does."""
 
     protocol: ClassVar[str]
+    # Whether what a message decodes to depends on the messages its partition carried before it
+    # (Avro's tombstones take their commit ts from them): the worker then decodes each partition
+    # with a codec of its own (:meth:`for_partition`), told where it stands (:meth:`follows`).
+    partitioned: ClassVar[bool] = False
+
+    def for_partition(self) -> Codec:
+        """The codec that decodes one partition's messages, in order (this one, unless
+        :attr:`partitioned`)."""
+        return self
+
+    def follows(self, commit_ts: int) -> None:
+        """Tell a :attr:`partitioned` codec that its partition's changes up to ``commit_ts``
+        came before what it reads next (the others ignore it)."""
 
     @abstractmethod
     def decode(self, key: bytes | None, value: bytes) -> list[Event]:

@@ -15,19 +15,20 @@ import logging
 import os
 import socket
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import faust
 
-from config.settings import Settings, default_of
+from config.settings import Protocol, Settings, default_of
 from core.kafka_client import faust_broker
 from core.outage import Outage
 from core.staging import Staging, TopicPartition
-from streams.codecs import codec_for
+from streams.codecs import Codec, codec_for
 from streams.large_messages import LargeMessages
+from streams.schema_registry import SchemaRegistry
 from streams.schema_store import RedisSchemaStore
 from streams.status import kafka_offsets, pattern_topics, snapshot
 from streams.transport import ChunkTransport, Handler
@@ -63,7 +64,7 @@ def build_app(
     app = faust_app(settings)
     stager = MessageStager(
         staging,
-        codec_for(settings.kafka.protocol, RedisSchemaStore(staging.schemas())),
+        worker_codec(settings, staging, stopping=lambda: bool(app.should_stop)),
         settings.worker.on_error,
         LargeMessages.from_settings(settings),
         dead_letter_max=settings.redis.dead_letter_max_entries,
@@ -87,6 +88,18 @@ def build_app(
     Timers(app, settings, staging, stager, redis_outage).schedule()
     _add_status_page(app, settings, staging)
     return WorkerApp(app, line)
+
+
+def worker_codec(settings: Settings, staging: Staging, *, stopping: Callable[[], bool]) -> Codec:
+    """The pipeline's codec: the Simple and Debezium codecs keep table schemas in staging; the
+    Avro codec reads the schema registry (cached in staging), waiting while it is away until
+    the worker stops."""
+    registry = None
+    if settings.kafka.protocol is Protocol.AVRO:
+        registry = SchemaRegistry.from_settings(settings, staging, stopping=stopping)
+    return codec_for(
+        settings.kafka.protocol, RedisSchemaStore(staging.schemas()), registry=registry
+    )
 
 
 def faust_app(settings: Settings) -> Any:
@@ -143,7 +156,7 @@ def _connect_signals(app: Any, stager: MessageStager, line: StagingLine) -> None
 
     async def forget_staged(app: Any, revoked: Any, **_: Any) -> None:
         # Another worker may stage these partitions before they come back here.
-        stager.forget_offsets()
+        stager.forget_partitions()
 
     async def close_line(app: Any, **_: Any) -> None:
         # Sent once the consumer has stopped and waited for what it handed over to be

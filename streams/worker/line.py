@@ -16,9 +16,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from core.outage import RETRY_FIRST_S, Outage, next_delay
-from core.redis_client import REDIS_TRANSIENT
 from core.staging.framing import FramedMessage
-from streams.worker.stager import MessageStager, PreparedBatch, Record
+from streams.worker.stager import OUTAGES, MessageStager, PreparedBatch, Record
 
 log = logging.getLogger("ticdc_sink.worker")
 T = TypeVar("T")
@@ -144,7 +143,9 @@ class StagingLine:
         def attempt() -> None:
             nonlocal prepared
             # After a failed round trip the batch is prepared again: Redis may hold part of it.
-            sent = prepared or self._stager.prepare(records, self._stager.decode(records))
+            sent = prepared or self._stager.prepare(
+                records, self._stager.decode(records), again=True
+            )
             prepared = None
             self._stager.send(sent)
 
@@ -153,7 +154,7 @@ class StagingLine:
 
     async def _redis(self, action: Callable[[], Awaitable[T]], what: str) -> T:
         """``action``'s result, waiting out Redis restarts, LOADING and cut connections."""
-        return await until_done(self._app, action, REDIS_TRANSIENT, what, self._redis_outage)
+        return await until_done(self._app, action, OUTAGES, what, self._redis_outage)
 
 
 def split(records: Sequence[Record], parts: int) -> list[Sequence[Record]]:

@@ -22,6 +22,7 @@ from core.redis_client import redis_client
 from core.staging import Staging
 from core.startup import wait_for_kafka, wait_for_redis
 from core.version import installed_version
+from streams.schema_registry import SchemaRegistry
 from streams.worker.topics import matched_at_start, record_partition_counts
 
 log = logging.getLogger("ticdc_sink.worker")
@@ -53,6 +54,8 @@ def _run_worker(settings: Settings) -> int:
     staging = Staging(redis_client(settings), settings.group, settings.redis.min_replicas)
     staging.check_layout()
     wait_for_kafka(settings)
+    if settings.kafka.protocol is Protocol.AVRO:
+        wait_for_registry(settings, staging)
     serve_metrics(settings)
     if not settings.kafka.topics and not settings.kafka.topics_pattern:
         raise ConfigError(
@@ -83,6 +86,14 @@ def _run_worker(settings: Settings) -> int:
             raise built.line.failure from None
         raise
     return 0
+
+
+def wait_for_registry(settings: Settings, staging: Staging) -> None:
+    """The schema registry answers as one and takes the login (a wrong address, login or CA:
+    ConfigError); while it is away, waited for as Kafka and Redis are, within
+    ``TICDC_SINK_STARTUP_TIMEOUT`` (then RegistryUnavailableError)."""
+    registry = SchemaRegistry.from_settings(settings, staging, patience=settings.startup_timeout)
+    registry.check()
 
 
 def _topics_named(settings: Settings) -> str:

@@ -16,7 +16,13 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from config.errors import DecodeError, HaltedError, NotYetDecodableError, TicdcSinkError
+from config.errors import (
+    DecodeError,
+    HaltedError,
+    NotYetDecodableError,
+    RegistryUnavailableError,
+    TicdcSinkError,
+)
 from config.settings import OnError, default_of, env_name
 from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import Bootstrap, DDLEvent, Resolved, RowChange
@@ -25,6 +31,7 @@ from core.redis_client import REDIS_TRANSIENT
 from core.staging.framing import FramedMessage, StagedMessage, frame_packed
 from core.staging.keys import TopicPartition
 from core.staging.protocols import StagerStore, StagingRoundTrip
+from core.staging.watermarks import PartitionProgress
 from core.staging.writer import HeldMessage
 from core.tso import tso_seconds
 from streams.codecs import Codec
@@ -43,6 +50,9 @@ log = logging.getLogger("ticdc_sink.worker")
 Record = tuple[TopicPartition, int, bytes | None, bytes | None]
 # A dead letter's reason is cut here: an unexpected exception's text may hold any of the input.
 DEAD_LETTER_REASON_CHARS = 2_000
+# A service away while decoding, not the message's fault: the line waits it out and prepares the
+# batch again (the schema registry waits itself; its error leaves it only while stopping).
+OUTAGES: tuple[type[Exception], ...] = (*REDIS_TRANSIENT, RegistryUnavailableError)
 NO_COMMIT_TS = (
     "an event carries no commit ts: run the changefeed with enable-tidb-extension=true "
     "(Canal-JSON has neither commit ts nor watermarks without it)"
@@ -91,6 +101,9 @@ class MessageStager:
     ) -> None:
         self.store = store
         self.codec = codec
+        # A partitioned codec's copy per partition (Codec.partitioned), made at the partition's
+        # first message here and told where staging says it stands; forgotten with the offsets.
+        self._codecs: dict[TopicPartition, Codec] = {}
         self.on_error = on_error
         # Claim checks and handle-key-only rows are made whole before staging.
         self.large_messages = large_messages or LargeMessages()
@@ -130,15 +143,22 @@ class MessageStager:
         return [None if p is None else next(framed) for p in packed]
 
     def prepare(
-        self, records: Sequence[Record], decoded: Sequence[FramedMessage | None]
+        self,
+        records: Sequence[Record],
+        decoded: Sequence[FramedMessage | None],
+        *,
+        again: bool = False,
     ) -> PreparedBatch:
         """Step two: the round trip staging ``records`` (``decoded``: their :meth:`decode`).
 
         Replays are dropped (Redis is asked only when a partition's offsets do not follow on
         from the last batch); the rest are counted as staged for the next batch's replay check,
         so it can be prepared while this one is sent. A bad message raises under ``halt``.
+        ``again``: the batch is prepared anew after its round trip failed (the next batch may
+        have been decoded since, so a partitioned codec starts over from what staging holds).
         """
         staged = self._staged_offsets(records)
+        codecs = self._partition_codecs({r[0] for r in records if r[1] > staged[r[0]]}, fresh=again)
         round_trip = self.store.batch()
         changes: dict[TopicPartition, PartitionChange] = {}
         by_partition: dict[TopicPartition, list[StagedMessage | FramedMessage]] = {}
@@ -159,7 +179,8 @@ class MessageStager:
                 change.marks += frame.marks
                 by_partition.setdefault(tp, []).append(frame)
                 continue
-            message, schemas, failed = self._decode_in_python(record, change, round_trip)
+            codec = codecs.get(tp, self.codec)
+            message, schemas, failed = self._decode_in_python(codec, record, change, round_trip)
             schemas_changed |= schemas
             dead_letters += failed
             by_partition.setdefault(tp, []).append(message)
@@ -190,6 +211,32 @@ class MessageStager:
         failed: the next batch asks Redis)."""
         self._last_staged.clear()
 
+    def forget_partitions(self) -> None:
+        """Forget the partitions' offsets and codecs (they were revoked: another worker may
+        stage them before they come back here)."""
+        self.forget_offsets()
+        # Replaced, not cleared: a batch being prepared keeps the codecs it started with.
+        self._codecs = {}
+
+    def _partition_codecs(
+        self, partitions: set[TopicPartition], *, fresh: bool
+    ) -> dict[TopicPartition, Codec]:
+        """A partitioned codec's copy for each of ``partitions`` (nothing for a codec that
+        reads every partition alike); a new copy follows what staging holds of its partition.
+        ``fresh``: new copies for this batch alone, the kept ones left as they are."""
+        if not self.codec.partitioned:
+            return {}
+        kept = {} if fresh else self._codecs
+        codecs = {tp: kept[tp] for tp in partitions if tp in kept}
+        missing = [tp for tp in partitions if tp not in codecs]
+        if missing:
+            for tp, progress in self.store.progress(missing).items():
+                codec = codecs[tp] = self.codec.for_partition()
+                codec.follows(resumed_at(progress))
+            if not fresh:
+                self._codecs.update((tp, codecs[tp]) for tp in missing)
+        return codecs
+
     def retry_held(self) -> int:
         """Stage the held messages whose schema has arrived; returns how many were staged.
 
@@ -213,7 +260,7 @@ class MessageStager:
                         f"{missing.reason}: still none {behind} messages of its partition "
                         f"later (TICDC_SINK_HELD_MAX_MESSAGES)",
                     )
-                except REDIS_TRANSIENT:
+                except OUTAGES:
                     raise
                 except Exception as failed:
                     error = failed
@@ -234,7 +281,8 @@ class MessageStager:
 
     def _decode_held(self, held: HeldMessage) -> list[RowChange]:
         """A held message's rows, decoded and checked to pack (as :meth:`prepare` would)."""
-        events = self.large_messages.decode(self.codec, held.key, held.value)
+        codec = self._codecs.get(held.tp, self.codec)
+        events = self.large_messages.decode(codec, held.key, held.value)
         rows = [e for e in events if isinstance(e, RowChange)]
         pack_rows(rows)
         return rows
@@ -265,20 +313,25 @@ class MessageStager:
         }
 
     def _decode_in_python(
-        self, record: Record, change: PartitionChange, round_trip: StagingRoundTrip
+        self,
+        codec: Codec,
+        record: Record,
+        change: PartitionChange,
+        round_trip: StagingRoundTrip,
     ) -> tuple[StagedMessage, bool, int]:
         """What ``record`` stages when the fast path left it, whether it carries schemas, and
         whether it was dead-lettered; a held or dead-lettered message queues its own command."""
         tp, offset, key, value = record
         try:
-            return self._stage_in_python(record, change)
+            return self._stage_in_python(codec, record, change)
         except NotYetDecodableError as missing:
             # Not bad input: its schema comes later (a consumer that started mid-stream).
             round_trip.hold(tp, offset, key, value or b"", missing.commit_ts)
             return StagedMessage(offset), False, 0
-        except REDIS_TRANSIENT:
-            # An outage (the Simple codec reads its schema cache), not the message's fault:
-            # the line waits it out and prepares the batch again.
+        except OUTAGES:
+            # An outage (the Simple codec reads its schema cache, the Avro codec the schema
+            # registry and its cache), not the message's fault: the line waits it out and
+            # prepares the batch again.
             raise
         except TicdcSinkError as error:
             return self._quarantine(record, error, round_trip), False, 1
@@ -289,12 +342,12 @@ class MessageStager:
             return self._quarantine(record, error, round_trip), False, 1
 
     def _stage_in_python(
-        self, record: Record, change: PartitionChange
+        self, codec: Codec, record: Record, change: PartitionChange
     ) -> tuple[StagedMessage, bool, int]:
         """:meth:`_decode_in_python` of a message that decodes; what fails raises, and nothing
         of ``change`` is counted before the message has been decoded, checked and packed."""
         tp, offset, key, value = record
-        events = self.large_messages.decode(self.codec, key, value or b"")
+        events = self.large_messages.decode(codec, key, value or b"")
         rows = [e for e in events if isinstance(e, RowChange)]
         ddls = [e for e in events if isinstance(e, DDLEvent)]
         marks = [e.commit_ts for e in events if isinstance(e, Resolved)]
@@ -368,6 +421,14 @@ class MessageStager:
                 PARTITION_WATERMARK.labels(self.store.pipeline, tp.topic, str(tp.partition)).set(
                     tso_seconds(mark)
                 )
+
+
+def resumed_at(progress: PartitionProgress) -> int:
+    """The smallest commit ts a partition's next changes can have, as staging shows it: the
+    highest commit ts of its staged rows, or just past its watermark (rows the sink trimmed are
+    at or below it), whichever is later; 0 for a partition never staged."""
+    after_mark = 0 if progress.watermark is None else progress.watermark + 1
+    return max(progress.highest_row_ts or 0, after_mark)
 
 
 def dead_letter_reason(error: BaseException) -> str:

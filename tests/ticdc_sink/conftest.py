@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
-from config.settings import Settings
-from core.staging import Keys
+from config.settings import Settings, load_settings
+from core.redis_client import redis_client as make_redis_client
+from core.staging import Keys, Staging
 from spark_sink.db.connection import connect
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, forget_logs, process_logs
 
@@ -46,3 +48,22 @@ async def topic(kafka_admin: Any, unique: str) -> AsyncIterator[str]:
     await kafka_admin.create_topics([NewTopic(unique, TOPIC_PARTITIONS, 1)])
     yield unique
     await kafka_admin.delete_topics([unique])
+
+
+@pytest.fixture
+def on_clusters(
+    clusters_env: dict[str, str], unique: str, call_failed: Any, mariadb_connect: Any
+) -> Iterator[Settings]:
+    """A pipeline of this test's own on the clusters, its keys, topic and databases deleted
+    afterwards."""
+    settings = load_settings(environ={**os.environ, **clusters_env}).updated(
+        {"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
+    )
+    yield settings
+    if call_failed():
+        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
+    forget_logs(unique)
+    Staging(make_redis_client(settings), unique).clear()
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")

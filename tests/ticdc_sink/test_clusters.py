@@ -9,26 +9,21 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
 from redis.cluster import RedisCluster
 
-from config.settings import Settings, load_settings
+from config.settings import Settings
 from core.redis_client import redis_client
 from core.staging import Keys, Staging
-from spark_sink.db.connection import connect
 from tests.ticdc_sink.pipelines import (
     PROCESS_LOGS,
     applied_resolved_ts,
     assert_replicated,
-    forget_logs,
     pipeline_env,
     pipeline_running,
-    process_logs,
     spawn,
     stop,
 )
@@ -42,25 +37,6 @@ TRANSACTIONS = 300
 FAILOVER_TRANSACTIONS = 3_000
 # How long the killed nodes stay down.
 RESTART_AFTER_S = 10
-
-
-@pytest.fixture
-def on_clusters(
-    clusters_env: dict[str, str], unique: str, call_failed: Any, mariadb_connect: Any
-) -> Iterator[Settings]:
-    """A pipeline of this test's own on the clusters, its keys, topic and databases deleted
-    afterwards."""
-    settings = load_settings(environ={**os.environ, **clusters_env}).updated(
-        {"group": unique, "topics": (unique,), "meta_db": f"{unique}_meta"}
-    )
-    yield settings
-    if call_failed():
-        print(f"output of the processes of pipeline {unique}:\n{process_logs(unique)}")
-    forget_logs(unique)
-    Staging(redis_client(settings), unique).clear()
-    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 
 
 def test_a_pipeline_replicates_through_the_redis_cluster_and_three_brokers(

@@ -1,8 +1,10 @@
 """Apicurio Registry, a Confluent-API-compatible schema registry, from Maven Central.
 
 Its runnable zip (``io.apicurio:apicurio-registry-app:<version>:zip:all``) is fetched with ``mvn``
-into the state folder's Maven repository and unpacked once; the registry keeps its schemas in
-memory (H2's in-memory database), so every start begins empty. Its Confluent API is under
+into the state folder's Maven repository and unpacked once; the registry keeps its schemas in an
+H2 database file in its state folder, so a registry killed and started again keeps its ids, as
+a deployed one does (in memory it would hand out ids from 1 again, for other schemas, while
+workers and their Redis cache still hold the old ones). Its Confluent API is under
 ``/apis/ccompat/v7``; after start, the global compatibility is set to BACKWARD, a Confluent
 registry's default (Apicurio's is NONE).
 """
@@ -90,8 +92,9 @@ class RegistryService(LocalService):
             "-XX:-UsePerfData",
             f"-Dquarkus.http.host={self.endpoint.host}",
             f"-Dquarkus.http.port={self.endpoint.port}",
-            # In memory, whatever REGISTRY_DATASOURCE_URL the environment holds.
-            "-Dquarkus.datasource.jdbc.url=jdbc:h2:mem:registry_db",
+            # A file, whatever REGISTRY_DATASOURCE_URL the environment holds: ids survive a
+            # restart (the zip's H2 driver takes a file URL as well as its default mem:).
+            f"-Dquarkus.datasource.jdbc.url=jdbc:h2:file:{self.home / 'data' / 'registry_db'}",
             "-jar",
             str(self.app / RUNNER),
         ]

@@ -16,11 +16,15 @@ What TiCDC's Avro messages do not carry, and how the codec stands:
   for every message of it, rather than staged at a guessed ts.
 - A delete carries no commit ts even with the extension (pingcap/tiflow#9421). It is given the
   smallest ts it can have: the largest commit ts this codec decoded before it, or just past the
-  last checkpoint or DDL, whichever is later. A delete follows every earlier change of its key
-  in its partition (same ts: Kafka's order decides) and precedes every later one, so per-key
-  order holds when the codec sees one partition's messages in order, which is why it is one
-  codec per partition that may decode deletes, told where its partition stands when it starts
-  mid-stream (``AvroCodec.follows``).
+  last checkpoint or DDL, whichever is later, and past its own key's last change (within one
+  commit ts the sink applies removals before new images, as TiCDC's transactions need, so a
+  delete at its key's previous ts would be undone; a key changing its unique column is a
+  delete and an insert in one transaction, so the delete must not go past the transaction
+  either). A delete thus follows every earlier change of its key and precedes every later one,
+  so per-key order holds when the codec sees one partition's messages in order, which is why
+  it is one codec per partition that may decode deletes, told where its partition stands when
+  it starts mid-stream (``AvroCodec.follows``). Keys are remembered only since the last
+  checkpoint or DDL: past one, the floor is above all of them.
 - A table without a handle key has no Kafka key: its inserts decode, but its updates (no old
   row to find) and deletes (nothing at all) are refused as ``DecodeError``s.
 """
@@ -109,6 +113,7 @@ class AvroCodec(Codec):
     """``protocol=avro``: Confluent-framed Avro records whose schemas are in ``registry``."""
 
     protocol = PROTOCOL
+    partitioned = True
 
     def __init__(
         self,
@@ -130,7 +135,24 @@ class AvroCodec(Codec):
         self._rows: dict[tuple[bytes | None, bytes], RowPlan] = {}
         self._keys: dict[bytes, RowPlan] = {}
         self._floor = 0
+        # The commit ts of each key's last change since the last checkpoint or DDL (the Kafka
+        # key's bytes: its frame names the key schema).
+        self._recent: dict[bytes, int] = {}
         self._registered: dict[tuple[str, str], int] = {}
+
+    def for_partition(self) -> AvroCodec:
+        """A codec of its own for one partition (its own floor for tombstones), sharing this
+        one's registry and the plans made of its schemas (each made once, whichever partition
+        meets its id first)."""
+        codec = AvroCodec(
+            self._registry,
+            decimals=self._decimals,
+            bigints=self._bigints,
+            topic_prefix=self._topic_prefix,
+            reference_reader=self._reference_reader,
+        )
+        codec._records, codec._rows, codec._keys = self._records, self._rows, self._keys
+        return codec
 
     def follows(self, commit_ts: int) -> None:
         """Tell the codec its partition's changes up to ``commit_ts`` came before what it reads
@@ -148,12 +170,12 @@ class AvroCodec(Codec):
             return [self._row(key, value)]
         if first == wire.CHECKPOINT_BYTE:
             ts = wire.checkpoint_ts(value)
-            self._floor = max(self._floor, min(ts + 1, MASK64))
+            self._passed(ts)
             return [Resolved(ts)]
         if first == wire.DDL_BYTE:
             fields = wire.ddl_fields(value)
             ts = fields["commitTs"]
-            self._floor = max(self._floor, min(ts + 1, MASK64))
+            self._passed(ts)
             return [
                 DDLEvent(
                     ts,
@@ -169,6 +191,12 @@ class AvroCodec(Codec):
             " nor a checkpoint (2)",
             where="value byte 0",
         )
+
+    def _passed(self, ts: int) -> None:
+        """A checkpoint or DDL at ``ts``: every change before it is at or below it."""
+        self._floor = max(self._floor, min(ts + 1, MASK64))
+        # Their keys' ts are below the floor now: nothing of them is needed any more.
+        self._recent.clear()
 
     def _row(self, key: bytes | None, value: bytes) -> RowChange:
         # The frames' headers name the plan: checked once, when it is made.
@@ -189,6 +217,8 @@ class AvroCodec(Codec):
         commit_ts &= MASK64
         if commit_ts > self._floor:
             self._floor = commit_ts
+        if key:
+            self._recent[key] = commit_ts
         # TiCDC's Avro rows carry no old image: an update is its new row alone.
         return RowChange(
             commit_ts, plan.value.database, plan.value.table, op, plan.columns, record, None
@@ -204,8 +234,12 @@ class AvroCodec(Codec):
             )
         plan = self._keys.get(key[: wire.HEADER]) or self._key_plan(key)
         record, _, _ = self._read(plan.value, key, "key")
+        # Past its key's last change: at that change's ts the sink would apply the delete
+        # first (within one commit ts, removals precede new images: spark_sink/plan.py).
+        ts = max(self._floor, min(self._recent.get(key, -1) + 1, MASK64))
+        self._floor = self._recent[key] = ts
         return RowChange(
-            self._floor,
+            ts,
             plan.value.database,
             plan.value.table,
             Op.DELETE,

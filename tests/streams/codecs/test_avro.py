@@ -41,9 +41,10 @@ def carried(events: list[Event]) -> list[Event]:
     """What the protocol carries of ``events``: each column's type as its tidb_type names it, an
     update without its old image (one that changes a key: a delete and an insert), a delete as
     its key alone at the smallest ts it can have (the largest ts before it, or just past the last
-    watermark or DDL)."""
+    watermark or DDL, or its key's last change)."""
     out: list[Event] = []
     floor = 0
+    recent: dict[tuple[str, str, tuple[object, ...]], int] = {}
     split = [
         part
         for event in events
@@ -52,20 +53,26 @@ def carried(events: list[Event]) -> list[Event]:
     for event in split:
         if isinstance(event, RowChange):
             columns = {name: carried_type(kind) for name, kind in event.columns.items()}
+            keys = {name: kind for name, kind in columns.items() if kind.is_key}
+            image = event.old if event.op is Op.DELETE else event.new
+            assert image is not None
+            key = (event.schema, event.table, tuple(image[name] for name in keys))
             if event.op is Op.DELETE:
-                assert event.old is not None
-                keys = {name: kind for name, kind in columns.items() if kind.is_key}
-                old = {name: event.old[name] for name in keys}
+                old = {name: image[name] for name in keys}
+                floor = recent[key] = max(floor, min(recent.get(key, -1) + 1, LAST_TSO))
                 row = RowChange(floor, event.schema, event.table, Op.DELETE, keys, None, old)
             else:
                 row = RowChange(
                     event.commit_ts, event.schema, event.table, event.op, columns, event.new, None
                 )
                 floor = max(floor, event.commit_ts)
+                if keys:
+                    recent[key] = event.commit_ts
             out.append(row)
         else:
             assert isinstance(event, Resolved | DDLEvent)
             floor = max(floor, min(event.commit_ts + 1, LAST_TSO))
+            recent.clear()
             out.append(event)
     return out
 
@@ -263,7 +270,7 @@ def test_a_tombstone_is_a_delete_of_its_key_after_what_came_before() -> None:
     codec.decode(key, value)
     assert codec.decode(key, b"") == [
         RowChange(
-            5 << 18,
+            (5 << 18) + 1,  # past its key's update at 5 << 18
             "shop",
             "t1",
             Op.DELETE,
@@ -283,6 +290,19 @@ def test_a_codec_told_where_its_partition_stands_puts_a_first_delete_after_it() 
     codec.follows(7 << 18)
     (delete,) = codec.decode(key, b"")
     assert isinstance(delete, RowChange) and delete.commit_ts == 7 << 18
+
+
+def test_each_partitions_codec_keeps_its_own_place_and_shares_the_schemas() -> None:
+    registry, key, value = _ticdc_frames()
+    shared = AvroCodec(registry)
+    first, second = shared.for_partition(), shared.for_partition()
+    first.decode(key, value)
+    second.follows(2 << 18)
+    (after_row,) = first.decode(key, b"")
+    (after_follows,) = second.decode(key, b"")
+    assert isinstance(after_row, RowChange) and after_row.commit_ts == (5 << 18) + 1
+    assert isinstance(after_follows, RowChange) and after_follows.commit_ts == 2 << 18
+    assert second._records is first._records  # one plan per schema id, whichever reads it
 
 
 def test_an_update_of_a_table_without_a_key_is_refused_and_its_insert_read() -> None:

@@ -287,6 +287,7 @@ class _Raising:
     """A codec that decodes nothing and raises ``error`` (a bug no codec means to raise)."""
 
     protocol = "open"
+    partitioned = False
 
     def __init__(self, error: Exception) -> None:
         self.error = error
