@@ -90,15 +90,17 @@ class TableFacts:
 
 
 def referenced_tables(cursor: Any, schema: str) -> frozenset[str]:
-    """The tables of ``schema`` another table's foreign key references. One query a schema, not
-    one a table: MariaDB answers a filter on the referenced table by opening every table on the
-    server (seconds with thousands of tables), so a query per table is quadratic in tables."""
+    """The tables of ``schema`` another table's foreign key references, their names lowered.
+    One query a schema, not one a table: MariaDB answers a filter on the referenced table by
+    opening every table on the server (seconds with thousands of tables), so a query per table
+    is quadratic in tables."""
     cursor.execute(
         "SELECT DISTINCT REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
         "WHERE REFERENCED_TABLE_SCHEMA = %s",
         (schema,),
     )
-    return frozenset(name for (name,) in cursor.fetchall() if name is not None)
+    # Lowered: information_schema compares names without case, as the query per table did.
+    return frozenset(name.lower() for (name,) in cursor.fetchall() if name is not None)
 
 
 def table_facts(
@@ -124,6 +126,6 @@ def table_facts(
     (triggers,) = cursor.fetchone()
     return TableFacts(
         frozenset(frozenset(columns) for columns in keys.values()),
-        table in referenced,
+        table.lower() in referenced,
         int(triggers) > 0,
     )
