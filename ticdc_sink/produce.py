@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
+# aiokafka's default largest request, and room for a record batch's headers around one message.
+PRODUCER_REQUEST_BYTES = 1 << 20
+REQUEST_OVERHEAD = 64 << 10
 
 
 def scenario_messages(
@@ -190,7 +193,17 @@ async def send(
                 _check_partitions(name, len(described["partitions"]), partitions)
     finally:
         await admin.close()
-    producer = AIOKafkaProducer(**kafka_options(settings, enable_idempotence=True, linger_ms=5))
+    # A message larger than the producer's default request (1 MiB) is sent whole, as TiCDC sends
+    # one up to its max-message-bytes; the topic must accept it (its max.message.bytes).
+    largest = max((len(m.value or b"") + len(m.key or b"") for _, m in messages), default=0)
+    producer = AIOKafkaProducer(
+        **kafka_options(
+            settings,
+            enable_idempotence=True,
+            linger_ms=5,
+            max_request_size=max(PRODUCER_REQUEST_BYTES, largest + REQUEST_OVERHEAD),
+        )
+    )
     await producer.start()
     try:
         for partition, message in messages:

@@ -27,6 +27,11 @@ from core.staging.watermarks import WatermarkReader
 # Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition,
 # to MEMBER_BYTES (8 KiB) or one row a member: at most 8 MiB, 64k rows.
 RELEASE_PAGE = 1_000
+# A page's bytes aimed at: a row larger than MEMBER_BYTES is a member alone, so 1,000 members of
+# 1 MB rows would be 1 GB a partition; a key's pages shrink to this after a page of big members.
+RELEASE_PAGE_BYTES = 8 << 20
+# A key's first page, before its members' size is known: what one page of unknown rows may hold.
+FIRST_RELEASE_PAGE = 16
 # Members one trim script call deletes at most: bounds how long it holds Redis (its work is per
 # member, plus the bytes it frees).
 TRIM_PAGE = 4_000
@@ -59,6 +64,8 @@ class StagingReader:
         self._marks = marks
         self._trim = client.register_script(scripts.TRIM)
         self._members = member_reader()
+        # Per key, the members its next page fetches (see RELEASE_PAGE_BYTES).
+        self._page_members: dict[str, int] = {}
 
     def release(self, after: int, upto: int) -> Iterator[RowChange | Barrier]:
         """Staged changes with ``after < commit_ts <= upto``, in commit-ts order across partitions.
@@ -117,13 +124,13 @@ class StagingReader:
         low = after(after_ts)
         high = below(upto + 1)
         while True:
+            asked = self._page_members.get(key, FIRST_RELEASE_PAGE)
             # Members are bytes: the client does not decode replies.
-            page = cast(
-                list[bytes], self._client.zrangebylex(key, low, high, start=0, num=RELEASE_PAGE)
-            )
+            page = cast(list[bytes], self._client.zrangebylex(key, low, high, start=0, num=asked))
             if page:
+                self._page_members[key] = page_members(page)
                 yield page
-            if len(page) < RELEASE_PAGE:
+            if len(page) < asked:
                 return
             # From just past the page's last member: an offset would make Redis walk every
             # member before it again (quadratic on a backlog).
@@ -172,3 +179,10 @@ class StagingReader:
             self._client.zrem(self.keys.ddl, *applied)
         self._client.set(self.keys.trimmed, ts_hex(checkpoint))
         return removed_rows
+
+
+def page_members(page: list[bytes]) -> int:
+    """The members of a key's next page: as many as ``page``'s average member fits in
+    :data:`RELEASE_PAGE_BYTES`, between 1 and :data:`RELEASE_PAGE`."""
+    size = sum(map(len, page))
+    return max(1, min(RELEASE_PAGE, len(page) * RELEASE_PAGE_BYTES // max(size, 1)))

@@ -89,8 +89,25 @@ class TableFacts:
     triggers: bool
 
 
-def table_facts(cursor: Any, schema: str, table: str) -> TableFacts:
-    """The downstream table's unique keys, and whether foreign keys or triggers involve it."""
+def referenced_tables(cursor: Any, schema: str) -> frozenset[str]:
+    """The tables of ``schema`` another table's foreign key references, their names lowered.
+    One query a schema, not one a table: MariaDB answers a filter on the referenced table by
+    opening every table on the server (seconds with thousands of tables), so a query per table
+    is quadratic in tables."""
+    cursor.execute(
+        "SELECT DISTINCT REFERENCED_TABLE_NAME FROM information_schema.KEY_COLUMN_USAGE "
+        "WHERE REFERENCED_TABLE_SCHEMA = %s",
+        (schema,),
+    )
+    # Lowered: information_schema compares names without case, as the query per table did.
+    return frozenset(name.lower() for (name,) in cursor.fetchall() if name is not None)
+
+
+def table_facts(
+    cursor: Any, schema: str, table: str, referenced: frozenset[str] | None = None
+) -> TableFacts:
+    """The downstream table's unique keys, and whether foreign keys or triggers involve it
+    (``referenced``: :func:`referenced_tables` of ``schema``, read here when not given)."""
     cursor.execute(
         "SELECT INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND NON_UNIQUE = 0",
@@ -99,16 +116,16 @@ def table_facts(cursor: Any, schema: str, table: str) -> TableFacts:
     keys: dict[str, set[str]] = {}
     for index, column in cursor.fetchall():
         keys.setdefault(index, set()).add(column)
+    if referenced is None:
+        referenced = referenced_tables(cursor, schema)
     cursor.execute(
-        "SELECT (SELECT COUNT(*) FROM information_schema.KEY_COLUMN_USAGE "
-        "WHERE REFERENCED_TABLE_SCHEMA = %s AND REFERENCED_TABLE_NAME = %s), "
-        "(SELECT COUNT(*) FROM information_schema.TRIGGERS "
-        "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s)",
-        (schema, table, schema, table),
+        "SELECT COUNT(*) FROM information_schema.TRIGGERS "
+        "WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE = %s",
+        (schema, table),
     )
-    referencing, triggers = cursor.fetchone()
+    (triggers,) = cursor.fetchone()
     return TableFacts(
         frozenset(frozenset(columns) for columns in keys.values()),
-        int(referencing) > 0,
+        table.lower() in referenced,
         int(triggers) > 0,
     )

@@ -10,7 +10,14 @@ from typing import Any
 from config.settings import Settings
 from core.sql import quote
 from spark_sink.db.dialect import Dialect
-from spark_sink.db.tables import Column, TableFacts, table_columns, table_facts, table_name
+from spark_sink.db.tables import (
+    Column,
+    TableFacts,
+    referenced_tables,
+    table_columns,
+    table_facts,
+    table_name,
+)
 from spark_sink.drift import missing_columns, missing_table
 from spark_sink.load.loaders import in_place
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
@@ -34,6 +41,8 @@ class StagingTables:
         self._names: dict[tuple[str, str], frozenset[str]] = {}
         # What decides whether a table's rows may replace in place (keys, foreign keys, triggers).
         self._facts: dict[tuple[str, str], TableFacts] = {}
+        # Per downstream schema, its tables a foreign key references (one query a schema).
+        self._referenced: dict[str, frozenset[str]] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
         self._created: set[str] = set()
         # Staging tables known empty (emptied after their last batch) on the connection named.
@@ -83,7 +92,11 @@ class StagingTables:
         assert routed is not None  # a batch item is a routed table
         facts = self._facts.get(routed)
         if facts is None:
-            facts = self._facts[routed] = table_facts(cursor, *routed)
+            schema, table = routed
+            referenced = self._referenced.get(schema)
+            if referenced is None:
+                referenced = self._referenced[schema] = referenced_tables(cursor, schema)
+            facts = self._facts[routed] = table_facts(cursor, schema, table, referenced)
         return in_place(item.plan, item.keyed, item.columns, facts)
 
     def forget_layouts(self) -> None:
@@ -91,6 +104,7 @@ class StagingTables:
         self._layouts.clear()
         self._names.clear()
         self._facts.clear()
+        self._referenced.clear()
 
     def known_empty(self, connection: Any) -> set[str]:
         """The staging tables known empty on ``connection``, for the caller to update (another

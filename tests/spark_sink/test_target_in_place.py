@@ -12,7 +12,7 @@ import pytest
 from config.settings import Settings
 from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.db.connection import connect
-from spark_sink.db.tables import table_facts
+from spark_sink.db.tables import referenced_tables, table_facts
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
 
@@ -167,6 +167,9 @@ def test_table_facts_read_keys_foreign_keys_and_triggers(settings: Settings, db:
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         parent = table_facts(cursor, db, "p")
         child = table_facts(cursor, db, "c")
+        # What the sink reads once a schema for its tables' facts.
+        assert referenced_tables(cursor, db) == {"p"}
+        assert table_facts(cursor, db, "p", frozenset()).referenced is False
     assert parent.unique_keys == {frozenset({"a", "b"}), frozenset({"u"})}
     assert (parent.referenced, parent.triggers) == (True, False)
     assert child.unique_keys == {frozenset({"id"})}

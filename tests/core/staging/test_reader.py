@@ -13,6 +13,7 @@ from core.model import DDLEvent, Op, RowChange, column_type
 from core.packed import unpack_row
 from core.staging import Barrier, Staging
 from core.staging.layout import TS_DIGITS, member_rows, unpack_ddl_member
+from core.staging.reader import RELEASE_PAGE, RELEASE_PAGE_BYTES, page_members
 from tests.core.staging.changes import BIG_TS, NO_KEY, P0, P1, row
 
 pytestmark = pytest.mark.integration
@@ -127,6 +128,7 @@ def test_paged_release_with_ddls_is_the_heapq_merge_release(
     """Small pages, partitions sharing commit ts, copies, DDLs between them: release yields
     what merging every partition's members keyed by the commit ts did, DDLs in their place."""
     monkeypatch.setattr("core.staging.reader.RELEASE_PAGE", 3)
+    monkeypatch.setattr("core.staging.reader.FIRST_RELEASE_PAGE", 2)
     monkeypatch.setattr("core.staging.reader.UNPACK_CHUNK", 2)
     rng = random.Random(11)
     for offset in range(30):
@@ -199,3 +201,11 @@ def test_copies_past_the_remembered_bodies_come_twice_and_plan_as_once(
     assert plan.upserts == once.upserts and not plan.deletes
     monkeypatch.setattr(reader, "COPIES_REMEMBERED", 1_000)
     assert len([r for r in staging.release(0, BIG_TS + 1) if isinstance(r, RowChange)]) == 40
+
+
+def test_a_page_of_big_members_makes_the_next_page_fit_the_page_bytes() -> None:
+    # Rows larger than a member's bytes are members alone: 1 MB members, 8 a page.
+    assert page_members([b"x" * (1 << 20)] * 4) == RELEASE_PAGE_BYTES >> 20
+    # Small members: the whole page; a member larger than the page bytes: one at a time.
+    assert page_members([b"x" * 100] * 10) == RELEASE_PAGE
+    assert page_members([b"x" * (RELEASE_PAGE_BYTES + 1)]) == 1
