@@ -10,7 +10,8 @@ each body's size, and for row events each column group's size; the last bytes of
 the size of the size tables as a uvarint written most significant group first.
 
 The codec (decode and encode over one message frame) is here; the wire reader and writer it
-fills are in ``craft_wire.py``.
+fills are in ``craft_wire.py``. Longer than the usual module on purpose: each column type's
+reading (``_value_decoder``) sits beside its writing (``_encode_value``), as in tiflow's package.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ message (``payload.ddl`` and ``tableChanges``); a watermark is ``op: "m"`` with 
 one). Values follow ``streams.codecs.debezium_values``: a table's DDL completes what each row's
 schema leaves out, so the codec remembers the last ``tableChanges`` of each table.
 
-The decoder and the encoder stay in one module, as in tiflow's own package: the encoder writes
-the fixtures the decoder's property tests read, and a field one side learns the other must too.
+Longer than the usual module on purpose: the decoder and the encoder stay together, as in
+tiflow's own package: the encoder writes the fixtures the decoder's property tests read, and a
+field one side learns the other must too.
 """
 
 from __future__ import annotations

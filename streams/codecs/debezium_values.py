@@ -6,8 +6,9 @@ what it leaves out (binary strings are base64 ``string`` fields, DECIMAL is a ``
 UNSIGNED an ``int64``, the fractional digits of DATETIME and TIME) comes from the table's DDL
 (``tableChanges``), when the codec has seen it.
 
-One module for the reading and the writing of every type: each type's reader sits beside its
-writer, so a change to one is seen with the other (the round-trip property test holds them).
+Longer than the usual module on purpose, one for the reading and the writing of every type:
+each type's reader sits beside its writer, so a change to one is seen with the other (the
+round-trip property test holds them).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ as the int64 reinterpretation of its bits.
 
 The codec base (decode and encode of every message type, the schema cache) is one unit with the
 JSON encoding's value rules: the Avro encoding overrides only how a message is loaded, dumped and
-its values read, so the base stays whole here.
+its values read, so the base stays whole here, longer than the usual module on purpose.
 """
 
 from __future__ import annotations

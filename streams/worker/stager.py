@@ -7,6 +7,11 @@ dead letters as one round trip; :meth:`send` runs it and does what follows: held
 retried, dead letters trimmed, counters. A :class:`PreparedBatch` says what the batch changes
 per partition. Each partition's messages are staged in order, each with its offset as one unit,
 so a round trip cut midway leaves a prefix staged and the rest to be delivered again.
+
+Longer than the usual module on purpose: the batch path and the held messages' retry share one
+state (the offsets last staged, the partitions' codecs, the retry lock, the counters) and one
+way of failing a message (held, dead letter, halt, a bug counted); split, each half would reach
+into the other's state.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -12,6 +13,11 @@ NAMED = re.compile(
     r"(?<![\w/.-])((?:config|core|streams|spark_sink|ticdc_sink|native|benchmarks|tests)"
     r"/[\w/.-]*\w)(?:::(\w+))?"
 )
+# The packages whose modules are held to "one idea, a size one can hold" (tests and benchmarks
+# are not), the size past which a module says why in its docstring, and how it says so.
+PACKAGES = ("config", "core", "streams", "spark_sink", "ticdc_sink", "workload")
+MODULE_LINES = 400
+SAYS_WHY = "on purpose"
 
 
 def _named(text: str) -> set[tuple[str, str | None]]:
@@ -44,3 +50,17 @@ def test_every_file_and_test_the_docs_name_exists() -> None:
         if "*" not in path and _missing(path, name)
     )
     assert not missing, "named but missing:\n" + "\n".join(missing)
+
+
+def test_a_module_past_the_usual_size_says_why_in_its_docstring() -> None:
+    unexplained = sorted(
+        f"{path.relative_to(ROOT)} ({lines} lines)"
+        for package in PACKAGES
+        for path in (ROOT / package).rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES
+        and SAYS_WHY not in (ast.get_docstring(ast.parse(path.read_text())) or "")
+    )
+    assert not unexplained, (
+        f"over {MODULE_LINES} lines without saying why ({SAYS_WHY!r}) in the docstring:\n"
+        + "\n".join(unexplained)
+    )

@@ -1,6 +1,7 @@
 """TiCDC's Avro protocol with a Confluent schema registry: ``wire.py`` the frames and names,
-``types.py`` the columns' types and values, ``codec.py`` the codec, ``registry.py`` what it needs
-of a registry."""
+``types.py`` the columns' types and values, ``plans.py`` how a registered schema reads,
+``codec.py`` the codec (reading), ``encoder.py`` its writing, ``registry.py`` what it needs of a
+registry."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from core.model import (
 )
 from streams.codecs import codec_for
 from streams.codecs.avro import AvroCodec, BigintUnsignedMode, DecimalMode, MemoryRegistry
-from streams.codecs.avro.codec import split_key_change
+from streams.codecs.avro.encoder import split_key_change
 from streams.codecs.avro.types import carried_type
 from tests.streams.codecs.strategies import avro_event_lists
 
