@@ -204,5 +204,6 @@ class SchemaRegistry:
 
     def _gave_up(self, doing: str, error: RegistryUnavailableError) -> RegistryUnavailableError:
         return RegistryUnavailableError(
-            f"the schema registry at {self.address.shown} did not answer while {doing}: {error}"
+            f"{env_name('schema_registry')}: the schema registry at {self.address.shown} did not"
+            f" answer while {doing}: {error}"
         )

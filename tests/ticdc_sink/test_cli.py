@@ -1,4 +1,6 @@
+import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -9,7 +11,7 @@ import pytest
 
 from config.settings import Settings
 from ticdc_sink import __version__
-from ticdc_sink.cli import main
+from ticdc_sink.cli import build_parser, main
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,3 +128,24 @@ async def test_a_worker_on_a_topic_that_does_not_exist_stops_with_one_line(
         f"ticdc-sink worker: TICDC_SINK_TOPICS: topic {unique!r} not found"
     )
     assert "Traceback" not in result.stderr
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    found = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(found.choices)
+
+
+def test_the_readme_says_for_every_command_what_it_does_when_a_service_is_down() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme.split("\n## Operations\n", 1)[1].split("\n## ", 1)[0]
+    # The table's first cells: `status`, `deadletters list|show|export|purge`, ...
+    rows = [
+        re.split(r"(?<!\\)\|", line)[1]  # an escaped \| stays in its cell
+        for line in section.splitlines()
+        if line.startswith("| `")
+    ]
+    named = {word for cell in rows for word in re.findall(r"[a-z][a-z-]+", cell)}
+    commands = _subcommands(build_parser())
+    actions = set(_subcommands(commands["deadletters"]))
+    assert set(commands) - named == set()
+    assert actions - named == set()

@@ -87,6 +87,38 @@ def test_a_service_down_is_one_line_naming_the_setting_and_address(
     assert not (tmp_path / ".ticdc-sink").exists()
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["decode", "--protocol", "avro", "value"],
+        pytest.param(
+            ["produce", "--protocol", "avro", "--transactions", "1"],
+            marks=pytest.mark.integration,  # Kafka is reached first
+        ),
+    ],
+    ids=["decode", "produce"],
+)
+def test_a_registry_down_is_waited_for_then_one_line_naming_the_setting(
+    argv: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    # Avro's schemas come from the registry: a one-shot command waits for it as a starting
+    # worker does (TICDC_SINK_STARTUP_TIMEOUT, one log line), then says which setting, exit 1.
+    monkeypatch.setenv("TICDC_SINK_SCHEMA_REGISTRY", f"http://{CLOSED}")
+    monkeypatch.setenv("TICDC_SINK_STARTUP_TIMEOUT", "1")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "value").write_bytes(b"\x00\x00\x00\x00\x01\x02")  # a frame naming schema id 1
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1].startswith(
+        f"ticdc-sink {argv[0]}: TICDC_SINK_SCHEMA_REGISTRY: the schema registry at "
+        f"http://{CLOSED} did not answer while starting"
+    ), err
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("argv", "env", "named"),
