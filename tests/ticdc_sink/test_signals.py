@@ -21,6 +21,7 @@ from spark_sink.db.checkpoint import read_checkpoint
 from spark_sink.db.connection import connect
 from spark_sink.target import Target
 from streams.codecs import codec_for
+from streams.status import kafka_view
 from tests.ticdc_sink.pipelines import TOPIC_PARTITIONS, pipeline_env, spawn
 from ticdc_sink.produce import send
 
@@ -78,6 +79,11 @@ async def test_a_worker_stops_on_a_signal_and_logs_progress_with_utc_times(
     # One line at start (what, which pipeline, which version) and one at stop.
     assert re.search(rf"ticdc-sink \S+: a worker of pipeline {unique} starting on ", text), text
     assert f"the worker of pipeline {unique} stopped" in text
+    # It committed what it staged and left the group: no member holds a partition any more.
+    tps = [TopicPartition(topic, p) for p in partitions]
+    view = await kafka_view(pipeline, tps)
+    assert view.committed == dict.fromkeys(tps, len(messages))
+    assert view.owners == dict.fromkeys(tps)
 
 
 # SIGINT too: PySpark's context installs a SIGINT handler of its own that the sink takes back.
