@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from core.native import native_module
-from tests.conftest import shared_folder
+from tests.conftest import missing, shared_folder
 from tests.streams.codecs.fuzz import PROTOCOLS, PYTHON_ONLY, Sides, Tally, check, fuzz, table
 
 MUTATIONS = 10_000
@@ -17,7 +17,8 @@ MUTATIONS = 10_000
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_mutations_are_refused_by_project_errors_or_decoded_alike(protocol: str) -> None:
     if protocol in PYTHON_ONLY and native_module() is None:
-        pytest.skip("no native wheel: nothing to compare the Python codec with")
+        # Under CI a failure, as every test missing what it needs (make builds the wheel).
+        missing("ticdc_sink_native is not installed: nothing to compare the Python codec with")
     folder = shared_folder("conformance")
     tally = fuzz(protocol, MUTATIONS, folder=folder)
     assert tally.clean, table([tally]) + "\n" + "\n".join(tally.failures)
