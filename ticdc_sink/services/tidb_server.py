@@ -31,7 +31,8 @@ MIN_GO = (1, 21)
 GO_FALLBACK = "/usr/local/go/bin/go"
 # TiDB's HTTP status port (its default); the SQL port is the endpoint.
 STATUS_PORT = 10080
-# A cold build (2.3 GB of modules, then ~2,000 packages) took 29 min on 2 busy cores here.
+# Said while a first build runs, so that it is not taken for a hang (its measured time:
+# docs/architecture.md, TiDB).
 COLD_BUILD_HINT = "15-30 min the first time on 2 cores"
 
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)(?:\s*//.*)?$")
