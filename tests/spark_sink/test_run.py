@@ -15,6 +15,7 @@ import pytest
 from config.settings import Settings
 from core.outage import Outage
 from core.staging import Staging
+from core.version import installed_version
 from spark_sink.db.connection import connect
 from spark_sink.leader import LeaderLock
 from spark_sink.load import spark_start
@@ -150,7 +151,9 @@ def test_a_standby_says_so_once_and_with_once_leaves_at_once(
             assert run_sink(pipeline) == 0
         timer.join()
         assert caplog.text.count("standing by") == 1, caplog.text
-        assert "the sink of pipeline" in caplog.text and "starting (pid" in caplog.text
+        # One line at start naming what, which pipeline and which version.
+        started_line = f"ticdc-sink {installed_version()}: the sink of pipeline {pipeline.group}"
+        assert f"{started_line} starting (pid" in caplog.text, caplog.text
         assert f"the sink of pipeline {pipeline.group} stopped (exit 0)" in caplog.text
     finally:
         leader.release()
