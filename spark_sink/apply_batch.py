@@ -16,6 +16,11 @@ deletes every staged image is upserted and the checkpoint commits. So within the
 every removal still comes before every new image, as :func:`~spark_sink.plan.plan_batch` orders
 them within one commit ts, and the sink holds one part, never the transaction. A failure rolls
 every part back; the loop then reads the transaction again from the checkpoint.
+
+A transaction the downstream refuses as too large, with ``TICDC_SINK_SPLIT_LARGE_TXN``, comes as
+chunks (:mod:`spark_sink.split`): :meth:`BatchApplier.apply_chunk` applies each as a batch of its
+own, the chunk's position in the transaction written in its transaction instead of the
+checkpoint; :meth:`BatchApplier.finish_split` advances the checkpoint past it.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from config.settings import Settings
 from spark_sink.db.checkpoint import CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection
 from spark_sink.db.retries import with_retries
+from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.load.loaders import (
     InsertLoader,
     LoadDataLoader,
@@ -87,10 +93,14 @@ class BatchApplier:
         checkpoints: CheckpointTable,
         tables: StagingTables,
         spark: Callable[[], Any],
+        positions: SplitPositionTable | None = None,
     ) -> None:
         self.settings = settings
         self.connection = connection
         self.checkpoints = checkpoints
+        self.positions = positions or SplitPositionTable(
+            settings.downstream.meta_db, settings.group
+        )
         self.tables = tables
         self.spark = spark
         # The open transaction of a transaction's parts, between the first part and its last.
@@ -103,6 +113,84 @@ class BatchApplier:
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
+
+        def record(cursor: Any) -> None:
+            self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
+
+        return self._apply_recorded(
+            plans,
+            record,
+            lambda: self._committed_upto(resolved_ts),
+            f"batch up to {resolved_ts}",
+            resolved_ts,
+        )
+
+    def apply_chunk(self, plans: Sequence[TablePlan], position: SplitPosition, epoch: int) -> int:
+        """Apply a chunk of a split transaction (:mod:`spark_sink.split`) as a batch of its
+        own, recording ``position`` (where the chunk ends) with it, the checkpoint unmoved but
+        for the leader's epoch; returns rows merged. A chunk too large raises
+        :class:`BatchTooLargeError`."""
+
+        def record(cursor: Any) -> None:
+            self.checkpoints.fence(cursor, epoch)
+            self.positions.record(cursor, position)
+
+        def committed() -> bool:
+            if self._committed_upto(position.commit_ts):
+                return True
+            found = self.split_position()
+            return (
+                found is not None
+                and found.commit_ts == position.commit_ts
+                and (
+                    found.pass_,
+                    found.done,
+                )
+                >= (position.pass_, position.done)
+            )
+
+        return self._apply_recorded(
+            plans, record, committed, f"chunk ({position.describe()})", position.commit_ts
+        )
+
+    def finish_split(self, commit_ts: int, epoch: int, offsets: dict[str, int]) -> None:
+        """Advance the checkpoint past the split transaction at ``commit_ts`` (every chunk
+        applied) and clear its position, in one transaction."""
+        self.abandon()
+
+        def attempt() -> None:
+            try:
+                conn = self.connection.open()
+                with conn.cursor() as cursor:
+                    self.checkpoints.advance(cursor, commit_ts, epoch, offsets)
+                    self.positions.clear(cursor)
+                conn.commit()
+            except Exception:
+                self.connection.drop()
+                raise
+
+        with_retries(
+            attempt, f"the end of the split transaction at {commit_ts}", self.connection.dialect
+        )
+
+    def split_position(self) -> SplitPosition | None:
+        """Where a split transaction is, when one is under way."""
+        conn = self.connection.open()
+        with conn.cursor() as cursor:
+            found = self.positions.read(cursor)
+        conn.commit()
+        return found
+
+    def _apply_recorded(
+        self,
+        plans: Sequence[TablePlan],
+        record: Callable[[Any], None],
+        committed: Callable[[], bool],
+        what: str,
+        resolved_ts: int,
+    ) -> int:
+        """Apply ``plans`` with ``record`` (the checkpoint's, or a chunk's position) in one
+        transaction, retried over outages; ``committed`` says whether a commit in doubt was."""
         self.abandon()
         retried = False
 
@@ -112,17 +200,17 @@ class BatchApplier:
                 # A connection lost while committing leaves the commit in doubt (a server
                 # killed after writing it): re-running a committed batch would add a key-less
                 # table's rows twice, so a retry first asks the checkpoint.
-                if retried and self._committed_upto(resolved_ts):
+                if retried and committed():
                     return 0
                 retried = True
-                return self._apply_once(plans, resolved_ts, epoch, offsets)
+                return self._apply_once(plans, record)
             except Exception:
                 self.connection.drop()
                 raise
 
         dialect = self.connection.dialect
         try:
-            return with_retries(attempt, f"batch up to {resolved_ts}", dialect)
+            return with_retries(attempt, what, dialect)
         except Exception as error:
             # A Spark that did not start, say: no row of the batch is to blame.
             if isinstance(error, LostLeadershipError | TransientApplyError | ConfigError):
@@ -132,8 +220,7 @@ class BatchApplier:
                 raise
             if dialect.transaction_too_large(error):
                 raise BatchTooLargeError(
-                    f"the batch up to {resolved_ts} outgrew the downstream's transaction "
-                    f"size limit: {error}",
+                    f"the {what} outgrew the downstream's transaction size limit: {error}",
                     resolved_ts,
                 ) from error
             # Perhaps a value the downstream refuses: find the rows, or it was something else.
@@ -220,9 +307,7 @@ class BatchApplier:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
         return read_checkpoint(self.connection, self.checkpoints).resolved_ts >= resolved_ts
 
-    def _apply_once(
-        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
-    ) -> int:
+    def _apply_once(self, plans: Sequence[TablePlan], record: Callable[[Any], None]) -> int:
         conn = self.connection.open()
         dialect = self.connection.dialect
         empty = self.tables.known_empty(conn)
@@ -256,7 +341,7 @@ class BatchApplier:
         for cleanup in cleanups:
             if cleanup.in_batch:
                 cursor.execute(cleanup.statement)
-        self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
+        record(cursor)
         conn.commit()
         after = [cleanup.statement for cleanup in cleanups if not cleanup.in_batch]
         for statement in after:

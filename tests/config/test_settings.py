@@ -333,6 +333,7 @@ FLAT_NAMES = [
     "skip_tables",
     "spark_master",
     "spark_min_rows",
+    "split_large_txn",
     "startup_timeout",
     "topics",
     "topics_pattern",
