@@ -17,10 +17,9 @@ every removal still comes before every new image, as :func:`~spark_sink.plan.pla
 them within one commit ts, and the sink holds one part, never the transaction. A failure rolls
 every part back; the loop then reads the transaction again from the checkpoint.
 
-A transaction the downstream refuses as too large, with ``TICDC_SINK_SPLIT_LARGE_TXN``, comes as
-chunks (:mod:`spark_sink.split`): :meth:`BatchApplier.apply_chunk` applies each as a batch of its
-own, the chunk's position in the transaction written in its transaction instead of the
-checkpoint; :meth:`BatchApplier.finish_split` advances the checkpoint past it.
+A chunk of a transaction split with ``TICDC_SINK_SPLIT_LARGE_TXN`` is applied as a batch too,
+its position recorded instead of the checkpoint (:mod:`spark_sink.apply_chunk`,
+:meth:`BatchApplier.apply_recorded`).
 """
 
 from __future__ import annotations
@@ -42,7 +41,6 @@ from config.settings import Settings
 from spark_sink.db.checkpoint import CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection
 from spark_sink.db.retries import with_retries
-from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.load.loaders import (
     InsertLoader,
     LoadDataLoader,
@@ -93,14 +91,10 @@ class BatchApplier:
         checkpoints: CheckpointTable,
         tables: StagingTables,
         spark: Callable[[], Any],
-        positions: SplitPositionTable | None = None,
     ) -> None:
         self.settings = settings
         self.connection = connection
         self.checkpoints = checkpoints
-        self.positions = positions or SplitPositionTable(
-            settings.downstream.meta_db, settings.group
-        )
         self.tables = tables
         self.spark = spark
         # The open transaction of a transaction's parts, between the first part and its last.
@@ -117,71 +111,15 @@ class BatchApplier:
         def record(cursor: Any) -> None:
             self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
 
-        return self._apply_recorded(
+        return self.apply_recorded(
             plans,
             record,
-            lambda: self._committed_upto(resolved_ts),
+            lambda: self.committed_upto(resolved_ts),
             f"batch up to {resolved_ts}",
             resolved_ts,
         )
 
-    def apply_chunk(self, plans: Sequence[TablePlan], position: SplitPosition, epoch: int) -> int:
-        """Apply a chunk of a split transaction (:mod:`spark_sink.split`) as a batch of its
-        own, recording ``position`` (where the chunk ends) with it, the checkpoint unmoved but
-        for the leader's epoch; returns rows merged. A chunk too large raises
-        :class:`BatchTooLargeError`."""
-
-        def record(cursor: Any) -> None:
-            self.checkpoints.fence(cursor, epoch)
-            self.positions.record(cursor, position)
-
-        def committed() -> bool:
-            if self._committed_upto(position.commit_ts):
-                return True
-            found = self.split_position()
-            return (
-                found is not None
-                and found.commit_ts == position.commit_ts
-                and (
-                    found.pass_,
-                    found.done,
-                )
-                >= (position.pass_, position.done)
-            )
-
-        return self._apply_recorded(
-            plans, record, committed, f"chunk ({position.describe()})", position.commit_ts
-        )
-
-    def finish_split(self, commit_ts: int, epoch: int, offsets: dict[str, int]) -> None:
-        """Advance the checkpoint past the split transaction at ``commit_ts`` (every chunk
-        applied) and clear its position, in one transaction."""
-        self.abandon()
-
-        def attempt() -> None:
-            try:
-                conn = self.connection.open()
-                with conn.cursor() as cursor:
-                    self.checkpoints.advance(cursor, commit_ts, epoch, offsets)
-                    self.positions.clear(cursor)
-                conn.commit()
-            except Exception:
-                self.connection.drop()
-                raise
-
-        with_retries(
-            attempt, f"the end of the split transaction at {commit_ts}", self.connection.dialect
-        )
-
-    def split_position(self) -> SplitPosition | None:
-        """Where a split transaction is, when one is under way."""
-        conn = self.connection.open()
-        with conn.cursor() as cursor:
-            found = self.positions.read(cursor)
-        conn.commit()
-        return found
-
-    def _apply_recorded(
+    def apply_recorded(
         self,
         plans: Sequence[TablePlan],
         record: Callable[[Any], None],
@@ -303,7 +241,7 @@ class BatchApplier:
             return LoadDataLoader(dialect)
         return InsertLoader()
 
-    def _committed_upto(self, resolved_ts: int) -> bool:
+    def committed_upto(self, resolved_ts: int) -> bool:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
         return read_checkpoint(self.connection, self.checkpoints).resolved_ts >= resolved_ts
 

@@ -12,6 +12,7 @@ from typing import Any
 from config.settings import Settings
 from core.model import DDLEvent
 from spark_sink.apply_batch import BatchApplier
+from spark_sink.apply_chunk import ChunkApplier
 from spark_sink.db.checkpoint import Checkpoint, CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import Dialect
@@ -45,8 +46,8 @@ class Target:
             self.checkpoints,
             self.tables,
             spark or SparkStart(sink_spark(settings)),
-            self.positions,
         )
+        self.chunks = ChunkApplier(self.batches, self.positions)
         self.ddl = DDLApplier(settings, self.downstream, self.checkpoints, self.router)
 
     @property
@@ -96,15 +97,15 @@ class Target:
 
     def split_position(self) -> SplitPosition | None:
         """Where a transaction committed in chunks is, while one is under way."""
-        return self.batches.split_position()
+        return self.chunks.position()
 
     def apply_chunk(self, plans: Sequence[TablePlan], position: SplitPosition, epoch: int) -> int:
         """Apply a chunk of a split transaction with its ``position``; returns rows merged."""
-        return self.batches.apply_chunk(plans, position, epoch)
+        return self.chunks.apply_chunk(plans, position, epoch)
 
     def finish_split(self, commit_ts: int, epoch: int, offsets: dict[str, int]) -> None:
         """Advance the checkpoint past the split transaction at ``commit_ts``."""
-        self.batches.finish_split(commit_ts, epoch, offsets)
+        self.chunks.finish(commit_ts, epoch, offsets)
 
     def too_large(self, resolved_ts: int, error: BaseException) -> Exception:
         """The error that says which downstream limit to raise for the transaction."""
