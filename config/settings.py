@@ -616,6 +616,28 @@ class SinkSettings(SettingsGroup):
         "transaction is read, planned and loaded in parts of this many, all in one downstream "
         "transaction that commits with the last part",
     )
+    # Off: the sink's promise is the upstream's transactions, whole; giving that up for a
+    # transaction the downstream cannot take whole is the operator's choice (TiCDC's own MySQL
+    # sink splits such transactions by default).
+    split_large_txn: bool = Field(
+        default=False,
+        alias="split_large_txn",
+        description="a transaction the downstream refuses as too large (MariaDB/MySQL 1197, "
+        "TiDB 8004/8175) is committed in chunks of `TICDC_SINK_CHUNK_ROWS` changes, all its "
+        "removals first, then its new rows, each chunk with its position, so a crash resumes "
+        "at the next chunk: gives up that transaction's atomicity (others read it half-applied "
+        "meanwhile); `false`: the sink names the limit to raise and waits, nothing applied",
+    )
+    # Rows of 1 MB make a part of TICDC_SINK_CHUNK_ROWS changes 50 GB: the bytes bound a part
+    # of wide rows where the count cannot; 64 MiB keeps a part's fixed cost small per byte.
+    chunk_bytes: int = Field(
+        default=64 << 20,
+        gt=0,
+        alias="chunk_bytes",
+        description="a part of one upstream transaction larger than a chunk also ends once its "
+        "changes' values pass this many bytes (estimated from every 16th change; rows of 1 MB: "
+        "parts of 64 rows)",
+    )
     # Where it equals an upsert, one write per row instead of three through a staging table.
     load_in_place: bool = Field(
         default=True,

@@ -16,6 +16,10 @@ deletes every staged image is upserted and the checkpoint commits. So within the
 every removal still comes before every new image, as :func:`~spark_sink.plan.plan_batch` orders
 them within one commit ts, and the sink holds one part, never the transaction. A failure rolls
 every part back; the loop then reads the transaction again from the checkpoint.
+
+A chunk of a transaction split with ``TICDC_SINK_SPLIT_LARGE_TXN`` is applied as a batch too,
+its position recorded instead of the checkpoint (:mod:`spark_sink.apply_chunk`,
+:meth:`BatchApplier.apply_recorded`).
 """
 
 from __future__ import annotations
@@ -103,6 +107,28 @@ class BatchApplier:
         self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
     ) -> int:
         """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
+
+        def record(cursor: Any) -> None:
+            self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
+
+        return self.apply_recorded(
+            plans,
+            record,
+            lambda: self.committed_upto(resolved_ts),
+            f"batch up to {resolved_ts}",
+            resolved_ts,
+        )
+
+    def apply_recorded(
+        self,
+        plans: Sequence[TablePlan],
+        record: Callable[[Any], None],
+        committed: Callable[[], bool],
+        what: str,
+        resolved_ts: int,
+    ) -> int:
+        """Apply ``plans`` with ``record`` (the checkpoint's, or a chunk's position) in one
+        transaction, retried over outages; ``committed`` says whether a commit in doubt was."""
         self.abandon()
         retried = False
 
@@ -112,17 +138,17 @@ class BatchApplier:
                 # A connection lost while committing leaves the commit in doubt (a server
                 # killed after writing it): re-running a committed batch would add a key-less
                 # table's rows twice, so a retry first asks the checkpoint.
-                if retried and self._committed_upto(resolved_ts):
+                if retried and committed():
                     return 0
                 retried = True
-                return self._apply_once(plans, resolved_ts, epoch, offsets)
+                return self._apply_once(plans, record)
             except Exception:
                 self.connection.drop()
                 raise
 
         dialect = self.connection.dialect
         try:
-            return with_retries(attempt, f"batch up to {resolved_ts}", dialect)
+            return with_retries(attempt, what, dialect)
         except Exception as error:
             # A Spark that did not start, say: no row of the batch is to blame.
             if isinstance(error, LostLeadershipError | TransientApplyError | ConfigError):
@@ -132,8 +158,7 @@ class BatchApplier:
                 raise
             if dialect.transaction_too_large(error):
                 raise BatchTooLargeError(
-                    f"the batch up to {resolved_ts} outgrew the downstream's transaction "
-                    f"size limit: {error}",
+                    f"the {what} outgrew the downstream's transaction size limit: {error}",
                     resolved_ts,
                 ) from error
             # Perhaps a value the downstream refuses: find the rows, or it was something else.
@@ -216,13 +241,11 @@ class BatchApplier:
             return LoadDataLoader(dialect)
         return InsertLoader()
 
-    def _committed_upto(self, resolved_ts: int) -> bool:
+    def committed_upto(self, resolved_ts: int) -> bool:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
         return read_checkpoint(self.connection, self.checkpoints).resolved_ts >= resolved_ts
 
-    def _apply_once(
-        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
-    ) -> int:
+    def _apply_once(self, plans: Sequence[TablePlan], record: Callable[[Any], None]) -> int:
         conn = self.connection.open()
         dialect = self.connection.dialect
         empty = self.tables.known_empty(conn)
@@ -256,7 +279,7 @@ class BatchApplier:
         for cleanup in cleanups:
             if cleanup.in_batch:
                 cursor.execute(cleanup.statement)
-        self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
+        record(cursor)
         conn.commit()
         after = [cleanup.statement for cleanup in cleanups if not cleanup.in_batch]
         for statement in after:

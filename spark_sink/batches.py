@@ -2,7 +2,8 @@
 transactions only (a reader never sees half of one).
 
 One upstream transaction larger than ``TICDC_SINK_CHUNK_ROWS`` is cut inside into parts of that
-many changes, each planned on its own, so the sink never holds more of it: the parts apply in ONE
+many changes (fewer once a part's values pass ``TICDC_SINK_CHUNK_BYTES``: wide rows), each planned
+on its own, so the sink never holds more of it: the parts apply in ONE
 downstream transaction, which commits with the last part and the checkpoint (see
 :mod:`spark_sink.apply_batch`). What came before such a transaction in the batch is cut off as a
 batch of its own first, so every part holds changes of one commit ts only.
@@ -27,6 +28,12 @@ from spark_sink.stage_timing import PLAN, RELEASE, StageClock
 FIRST_BATCH_ROWS = 5_000
 # Each next batch of a round may be this many times the one before, up to the configured size.
 BATCH_GROWTH = 2
+# What a value other than text or bytes counts towards a part's bytes: a number, a date.
+SCALAR_BYTES = 8
+# A part's bytes are estimated from every this-many-th change of it (the last of each run of
+# them stands for the run): measuring every change would cost planning a good share of its time.
+BYTES_SAMPLE = 16
+_VARIABLE = (str, bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,17 @@ def next_batch_rows(current: int, configured: int, too_large: bool) -> int:
     return min(configured, current * 2)
 
 
+def change_bytes(change: RowChange) -> int:
+    """What ``change`` holds, as a part's bytes count it: its images' text and bytes values by
+    their length, any other value as :data:`SCALAR_BYTES`."""
+    size = 0
+    for image in (change.new, change.old):
+        if image:
+            for value in image.values():
+                size += len(value) if isinstance(value, _VARIABLE) else SCALAR_BYTES
+    return size
+
+
 def planned_batches(
     released: Iterable[RowChange | Barrier],
     batch_rows: int,
@@ -77,15 +95,23 @@ def planned_batches(
     first: int = FIRST_BATCH_ROWS,
     pipeline: str = "",
     chunk_rows: int | None = None,
+    chunk_bytes: int | None = None,
 ) -> Iterator[PlannedBatch | DDLEvent]:
     """``released`` (commit-ts order, up to ``resolved``) as planned batches of at most about
     ``batch_rows`` changes (the first ones smaller, from ``first``: see the module notes), each
     DDL in its place between them; the last batch ends at ``resolved`` (it may be empty: the
     checkpoint still moves). A transaction of more than ``chunk_rows`` changes comes in parts
-    of ``chunk_rows`` (:attr:`PlannedBatch.continued` on every part but its last). The time
+    of ``chunk_rows``, or fewer once a part's values pass ``chunk_bytes`` (:func:`change_bytes`
+    of every :data:`BYTES_SAMPLE`-th change, times that;
+    :attr:`PlannedBatch.continued` on every part but its last). The time
     spent releasing and planning is counted under ``pipeline``
     (``ticdc_sink_stage_seconds_total``)."""
     chunk = chunk_rows or sys.maxsize
+    # The current part's bytes as sampled so far, whether they passed ``chunk_bytes``, and the
+    # changes until the next sample (0: bytes not counted). Plain ints and a flag: per row.
+    sample = BYTES_SAMPLE if chunk_bytes else 0
+    limit = chunk_bytes or 0
+    part_bytes, full, countdown = 0, False, sample
     sizes = batch_sizes(batch_rows, first)
     size = next(sizes)
     batch: list[RowChange] = []
@@ -117,7 +143,8 @@ def planned_batches(
                 batch = []
                 size = next(sizes)
             start, current = len(batch), ts
-        elif len(batch) - start >= chunk:
+            part_bytes, full, countdown = 0, False, sample
+        elif full or len(batch) - start >= chunk:
             if start:
                 # What came before the big transaction commits on its own, whole.
                 yield _planned(batch[:start], batch[start - 1].commit_ts, clock)
@@ -126,7 +153,14 @@ def planned_batches(
             yield _planned(batch, ts, clock, part, continued=True)
             clock.restart()
             batch, part = [], part + 1
+            part_bytes, full, countdown = 0, False, sample
         batch.append(item)
+        if countdown:
+            countdown -= 1
+            if not countdown:
+                countdown = sample
+                part_bytes += change_bytes(item) * sample
+                full = part_bytes >= limit
     yield _planned(batch, resolved, clock, part)
 
 

@@ -17,10 +17,11 @@ from config.errors import (
     PartsRestartError,
     RowRefusedError,
     StagingLostError,
+    TransactionTooLargeError,
 )
 from config.settings import OnRowError, Settings
 from core.metrics import DEAD_LETTERS_TRIMMED
-from core.model import DDLEvent
+from core.model import DDLEvent, RowChange
 from core.redis_client import REDIS_TRANSIENT
 from core.staging import Staging
 from core.tso import describe_tso, tso_age
@@ -29,6 +30,7 @@ from spark_sink.db.checkpoint import Checkpoint
 from spark_sink.metrics import record_batch
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
+from spark_sink.split import apply_split
 from spark_sink.target import Target
 from spark_sink.topic_gate import ResolvedGate
 
@@ -66,6 +68,9 @@ class SinkLoop:
         self._parts_started = 0.0
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
+        # Whether the downstream is known to hold no split transaction's position: read at
+        # the first call, and again after a split that did not finish.
+        self._no_split = False
         # Set by SIGTERM/SIGINT: the round ends after the batch in progress, so a stop waits for
         # one batch, never for the backlog.
         self._stop = stop or threading.Event()
@@ -81,6 +86,8 @@ class SinkLoop:
         try:
             checkpoint = self.target.checkpoint()
             self._check_lineage(checkpoint.resolved_ts)
+            if self._resume_split(checkpoint.resolved_ts):
+                return self.target.checkpoint().resolved_ts
             after = self._release_after(checkpoint)
         except BaseException:
             self._drop_ahead()
@@ -109,10 +116,19 @@ class SinkLoop:
                 rounds.close()
             if self.batch_rows == 1:
                 # One transaction alone: smaller batches cannot help.
-                raise self.target.too_large(error.resolved_ts, error.__cause__ or error) from error
+                cause = error.__cause__ or error
+                if not self.settings.sink.split_large_txn:
+                    raise self.target.too_large(error.resolved_ts, cause) from error
+                return self._split_refused(cause)
             self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, True)
             log.warning("%s; batches of %d changes from now on", error, self.batch_rows)
             return self.target.checkpoint().resolved_ts
+        except TransactionTooLargeError as error:
+            if rounds is not None:
+                rounds.close()
+            if not self.settings.sink.split_large_txn:
+                raise
+            return self._split_refused(error.__cause__ or error)
         except BaseException:
             if rounds is not None:
                 rounds.close()
@@ -120,6 +136,48 @@ class SinkLoop:
         # The next round (read ahead) was planned with this size: the one a fitted round gets.
         self.batch_rows = next_batch_rows(self.batch_rows, self.settings.sink.batch_rows, False)
         return resolved
+
+    def _resume_split(self, checkpoint: int) -> bool:
+        """Go on with a transaction a sink before began to commit in chunks (whatever
+        ``TICDC_SINK_SPLIT_LARGE_TXN`` says now: half of it is applied, and only its position
+        tells which half); False when none is under way."""
+        if self._no_split:
+            return False
+        position = self.target.split_position()
+        if position is None or position.commit_ts <= checkpoint:
+            self._no_split = True
+            return False
+        self._drop_ahead()
+        log.warning("the split transaction is under way (%s): going on", position.describe())
+        self._split(position.commit_ts)
+        return True
+
+    def _split_refused(self, error: BaseException) -> int:
+        """Commit in chunks the transaction the downstream refused (the first after the
+        checkpoint: what came before it in its batch or round committed first); returns the
+        new checkpoint ts."""
+        after = self._release_after(self.target.checkpoint())
+        upto = self.gate.resolved()
+        first = next(iter(self.staging.release(after, upto or after)), None)
+        if not isinstance(first, RowChange):
+            raise TransactionTooLargeError(f"nothing to split after ts {after}: {error}")
+        log.warning(
+            "the upstream transaction at ts %s is larger than the downstream takes in one "
+            "transaction (%s); TICDC_SINK_SPLIT_LARGE_TXN is on: it is committed in chunks of "
+            "at most %d changes, its removals first, then its new rows, not atomically",
+            first.commit_ts,
+            error,
+            self.settings.sink.chunk_rows,
+        )
+        self._split(first.commit_ts)
+        return self.target.checkpoint().resolved_ts
+
+    def _split(self, commit_ts: int) -> None:
+        self._no_split = False
+        chunk_rows = self.settings.sink.chunk_rows
+        self._no_split = apply_split(
+            self.staging, self.target, commit_ts, chunk_rows, self.epoch, self._stop
+        )
 
     def close(self) -> None:
         """Stop reading ahead (the thread ends after the step it is making) and trim the last

@@ -134,7 +134,13 @@ def planned_rounds(
         released = staging.release(after, resolved)
         largest = 0
         steps = planned_batches(
-            released, batch_rows, resolved, first, pipeline, settings.sink.chunk_rows
+            released,
+            batch_rows,
+            resolved,
+            first,
+            pipeline,
+            settings.sink.chunk_rows,
+            settings.sink.chunk_bytes,
         )
         for step in steps:
             yield step

@@ -1,7 +1,8 @@
 """The downstream of one pipeline as the sink's loop sees it: its checkpoint, a batch applied
-atomically with the checkpoint (:mod:`spark_sink.apply_batch`), a DDL run once and recorded
-(:mod:`spark_sink.ddl.apply`), all over the sink's one connection, whose server's dialect writes
-every statement and classifies every error."""
+atomically with the checkpoint (:mod:`spark_sink.apply_batch`; a transaction it splits, chunk by
+chunk with its position), a DDL run once and recorded (:mod:`spark_sink.ddl.apply`), all over
+the sink's one connection, whose server's dialect writes every statement and classifies every
+error."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ from typing import Any
 from config.settings import Settings
 from core.model import DDLEvent
 from spark_sink.apply_batch import BatchApplier
+from spark_sink.apply_chunk import ChunkApplier
 from spark_sink.db.checkpoint import Checkpoint, CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import Dialect
+from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.ddl.apply import DDLApplier
 from spark_sink.load.spark_start import SparkStart, sink_spark
 from spark_sink.load.staging_tables import StagingTables
@@ -34,6 +37,7 @@ class Target:
         self.settings = settings
         self.router = router or Router()
         self.checkpoints = CheckpointTable(settings.downstream.meta_db, settings.group)
+        self.positions = SplitPositionTable(settings.downstream.meta_db, settings.group)
         self.downstream = SinkConnection(settings, self._prepare)
         self.tables = StagingTables(settings, self.router)
         self.batches = BatchApplier(
@@ -43,6 +47,7 @@ class Target:
             self.tables,
             spark or SparkStart(sink_spark(settings)),
         )
+        self.chunks = ChunkApplier(self.batches, self.positions)
         self.ddl = DDLApplier(settings, self.downstream, self.checkpoints, self.router)
 
     @property
@@ -90,6 +95,18 @@ class Target:
         first part opened; the last part advances the checkpoint and commits."""
         return self.batches.apply_part(plans, resolved_ts, epoch, offsets, joins, continued)
 
+    def split_position(self) -> SplitPosition | None:
+        """Where a transaction committed in chunks is, while one is under way."""
+        return self.chunks.position()
+
+    def apply_chunk(self, plans: Sequence[TablePlan], position: SplitPosition, epoch: int) -> int:
+        """Apply a chunk of a split transaction with its ``position``; returns rows merged."""
+        return self.chunks.apply_chunk(plans, position, epoch)
+
+    def finish_split(self, commit_ts: int, epoch: int, offsets: dict[str, int]) -> None:
+        """Advance the checkpoint past the split transaction at ``commit_ts``."""
+        self.chunks.finish(commit_ts, epoch, offsets)
+
     def too_large(self, resolved_ts: int, error: BaseException) -> Exception:
         """The error that says which downstream limit to raise for the transaction."""
         return self.batches.too_large(resolved_ts, error)
@@ -106,3 +123,5 @@ class Target:
         """On connecting: the checkpoint table, written in the server's dialect."""
         self.checkpoints.dialect = dialect
         self.checkpoints.create(cursor)
+        self.positions.dialect = dialect
+        self.positions.create(cursor)

@@ -1,5 +1,6 @@
 """`ticdc-sink status`: the status document of ``streams/status.py`` plus the downstream
-checkpoint, printed for people or as JSON; an unreadable downstream is an error, not a blank."""
+checkpoint (and a transaction being committed in chunks, when one is), printed for people or as
+JSON; an unreadable downstream is an error, not a blank."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from core.redis_client import redis_client
 from core.staging import Staging
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
+from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from streams.status import kafka_view, pattern_topics, render, snapshot
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
@@ -37,6 +39,22 @@ def read_checkpoint(settings: Settings) -> int | None:
     return found.resolved_ts if found else None
 
 
+def read_split(settings: Settings) -> SplitPosition | None:
+    """Where a transaction the sink commits in chunks (``TICDC_SINK_SPLIT_LARGE_TXN``) is: its
+    commit ts, the pass and the changes of that pass done; None when none is under way."""
+    try:
+        with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+            found = SplitPositionTable(settings.downstream.meta_db, settings.group).read(cursor)
+    except pymysql.MySQLError as error:
+        if error.args and error.args[0] in NOT_YET_CREATED:
+            return None
+        raise ServiceError(
+            f"cannot read the split position of pipeline {settings.group!r} from the "
+            f"downstream {settings.downstream.url}: {error}"
+        ) from error
+    return found
+
+
 def run_status(settings: Settings, as_json: bool) -> int:
     """Print the pipeline's status; exit code 0, or an error when a store cannot be read."""
     staging = Staging(redis_client(settings), settings.group)
@@ -49,7 +67,18 @@ def run_status(settings: Settings, as_json: bool) -> int:
         owners=kafka.owners,
         matched=asyncio.run(pattern_topics(settings)),
     )
+    split = read_split(settings)
+    if split is not None:
+        document["split"] = {
+            "commit_ts": split.commit_ts,
+            "pass": split.pass_.name.lower(),
+            "done": split.done,
+        }
     print(orjson.dumps(document).decode() if as_json else render(document))
+    if split is not None and not as_json:
+        print(
+            f"a transaction is committed in chunks (TICDC_SINK_SPLIT_LARGE_TXN): {split.describe()}"
+        )
     if not document["partitions"] and not as_json:
         print("no partitions known yet: a worker records them from Kafka's metadata at start")
     return 0

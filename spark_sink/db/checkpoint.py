@@ -104,12 +104,7 @@ class CheckpointTable:
         ddl_ts: int | None = None,
     ) -> None:
         """Record progress inside the caller's transaction; a stale leader is refused."""
-        cursor.execute(
-            f"SELECT epoch FROM {self.table} WHERE pipeline = %s FOR UPDATE", (self.pipeline,)
-        )
-        row = cursor.fetchone()
-        if row is not None and int(row[0]) > epoch:
-            raise LostLeadershipError(f"pipeline {self.pipeline} is led by epoch {row[0]} now")
+        self._check_epoch(cursor, epoch)
         new = self.dialect.inserted
         updates = (
             f"offsets = IF({new('resolved_ts')} >= resolved_ts, {new('offsets')}, offsets), "
@@ -122,6 +117,30 @@ class CheckpointTable:
             ),
             (self.pipeline, resolved_ts, ddl_ts or 0, epoch, orjson.dumps(offsets).decode()),
         )
+
+    def fence(self, cursor: Any, epoch: int) -> None:
+        """Record ``epoch`` as the pipeline's leader inside the caller's transaction, progress
+        unchanged, so a stale leader's later commits are refused; a stale ``epoch`` is refused
+        itself. For commits that apply changes without advancing the checkpoint (the chunks of
+        a split transaction, :mod:`spark_sink.split`)."""
+        self._check_epoch(cursor, epoch)
+        cursor.execute(
+            self.dialect.upsert_values(
+                self.table,
+                ["pipeline", "resolved_ts", "epoch"],
+                f"epoch = GREATEST(epoch, {self.dialect.inserted('epoch')})",
+            ),
+            (self.pipeline, 0, epoch),
+        )
+
+    def _check_epoch(self, cursor: Any, epoch: int) -> None:
+        """Lock the pipeline's row; refuse ``epoch`` when a newer leader is recorded."""
+        cursor.execute(
+            f"SELECT epoch FROM {self.table} WHERE pipeline = %s FOR UPDATE", (self.pipeline,)
+        )
+        row = cursor.fetchone()
+        if row is not None and int(row[0]) > epoch:
+            raise LostLeadershipError(f"pipeline {self.pipeline} is led by epoch {row[0]} now")
 
 
 def read_checkpoint(connection: SinkConnection, table: CheckpointTable) -> Checkpoint:

@@ -276,6 +276,7 @@ def test_a_flat_file_reads_as_it_always_has_and_a_grouped_one_the_same(tmp_path:
 # Every setting of the flat model the groups replaced: users' variables and TOML keys.
 FLAT_NAMES = [
     "batch_rows",
+    "chunk_bytes",
     "chunk_rows",
     "claim_check_attempts",
     "claim_check_storage",
@@ -333,6 +334,7 @@ FLAT_NAMES = [
     "skip_tables",
     "spark_master",
     "spark_min_rows",
+    "split_large_txn",
     "startup_timeout",
     "topics",
     "topics_pattern",

@@ -12,7 +12,13 @@ from prometheus_client import REGISTRY
 
 from core.model import DDLEvent, Op, RowChange, column_type
 from core.staging import Barrier, ReleaseSource
-from spark_sink.batches import PlannedBatch, next_batch_rows, planned_batches
+from spark_sink.batches import (
+    BYTES_SAMPLE,
+    PlannedBatch,
+    change_bytes,
+    next_batch_rows,
+    planned_batches,
+)
 
 TS = 449_000_000_000_000_000
 COLUMNS = {"id": column_type(3, 11)}  # the primary key: each row its own final action
@@ -166,3 +172,48 @@ def test_batches_halve_when_too_large_and_grow_back() -> None:
         grown.append(next_batch_rows(grown[-1], configured, too_large=False))
     assert grown == [50_000, 100_000, 200_000]
     assert next_batch_rows(configured, configured, too_large=False) == configured
+
+
+WIDE = {"id": column_type(3, 11), "v": column_type(15, 64)}
+
+
+@given(
+    widths=st.lists(st.integers(0, 300), min_size=1, max_size=200),
+    chunk_rows=st.integers(1, 100),
+    chunk_bytes=st.integers(1, 2_000),
+)
+def test_a_part_also_ends_once_its_values_pass_the_chunk_bytes(
+    widths: list[int], chunk_rows: int, chunk_bytes: int
+) -> None:
+    rows = [
+        RowChange(TS, "db", "t", Op.INSERT, WIDE, {"id": n, "v": "x" * width}, None)
+        for n, width in enumerate(widths)
+    ]
+    steps = list(planned_batches(iter(rows), 10**6, TS + 1, 10**6, "", chunk_rows, chunk_bytes))
+    batches = [step for step in steps if isinstance(step, PlannedBatch)]
+    # Every change once, in order, one commit ts to a part.
+    assert [i for batch in batches for i in sorted(_ids(batch))] == list(range(len(rows)))
+    start = 0
+    for batch in batches:
+        part = rows[start : start + batch.changes]
+        start += batch.changes
+        # Every BYTES_SAMPLE-th change of a part stands for the run it ends.
+        sizes = [
+            change_bytes(change) * BYTES_SAMPLE if n % BYTES_SAMPLE == 0 else 0
+            for n, change in enumerate(part, 1)
+        ]
+        assert batch.changes <= chunk_rows
+        # A part ends at the first change that takes its values past the bytes, no later.
+        assert sum(sizes[:-1]) < chunk_bytes
+        if batch.continued:
+            assert batch.changes == chunk_rows or sum(sizes) >= chunk_bytes
+    assert sum(batch.split for batch in batches) != 1
+
+
+def test_rows_of_1_mb_come_in_parts_of_64_by_default_bytes() -> None:
+    value = "x" * (1 << 20)
+    rows = [
+        RowChange(TS, "db", "t", Op.INSERT, WIDE, {"id": n, "v": value}, None) for n in range(200)
+    ]
+    steps = planned_batches(iter(rows), 200_000, TS, 200_000, "", 50_000, 64 << 20)
+    assert [step.changes for step in steps if isinstance(step, PlannedBatch)] == [64, 64, 64, 8]

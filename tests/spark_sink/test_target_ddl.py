@@ -101,7 +101,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     message = str(stopped.value)
     for part in (unique, str(ts), repr(missing), "CREATE TABLE t2", "1049", "skip-ddl --ts"):
         assert part in message
-    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
+    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint", "split_position"}
     assert sink.target.checkpoint().ddl_ts == 0
     # A restart meets it again (the batch before it committed up to its ts): never lost.
     with pytest.raises(DDLError):
@@ -114,7 +114,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
     assert sink.target.checkpoint().ddl_ts == later
     assert skipped(unique, "skip-ddl") == before + 1
     assert tables_of(settings, missing) == set()
-    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint"}
+    assert tables_of(settings, settings.downstream.meta_db) == {"checkpoint", "split_position"}
 
 
 def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) -> None:

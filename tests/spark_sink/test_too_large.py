@@ -1,13 +1,13 @@
-"""A transaction larger than the downstream takes, for real: a MariaDB of this test's own with a
-binary log and the smallest max_binlog_cache_size refuses it (error 1197). The sink says in one
-line which limit to raise, applies nothing, waits, and applies it whole once the limit is raised."""
+"""A transaction larger than the downstream takes, for real: a MariaDB of these tests' own with a
+binary log and the smallest max_binlog_cache_size refuses it (error 1197; ``limited`` in the
+conftest). The sink says in one line which limit to raise, applies nothing, waits, and applies
+it whole once the limit is raised."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,49 +22,10 @@ from spark_sink.loop import SinkLoop
 from spark_sink.run import lead
 from spark_sink.target import Target
 from tests.spark_sink.big_transaction import TS, create_table, stage_big_transaction, table_rows
-from ticdc_sink.services.base import Endpoint
-from ticdc_sink.services.mariadb import MariaDBService
 
 pytestmark = pytest.mark.integration
 
 SINK_LOG = logging.getLogger("ticdc_sink.sink")
-# The server's smallest max_binlog_cache_size: a few rows fill it.
-SMALLEST_CACHE = 4096
-
-
-class BinlogMariaDB(MariaDBService):
-    """The local MariaDB's build with a binary log, on a port of its own, for this test only."""
-
-    name = "mariadb-binlog"
-    endpoint = Endpoint("127.0.0.1", 3316)
-
-    def command(self) -> list[str]:
-        return [*super().command(), "--log-bin=binlog", "--server-id=1", "--binlog-format=ROW"]
-
-
-@pytest.fixture(scope="module")
-def binlog_server() -> Iterator[BinlogMariaDB]:
-    server = BinlogMariaDB()
-    server.up()
-    yield server
-    server.down()
-
-
-@pytest.fixture
-def limited(pipeline: Settings, binlog_server: BinlogMariaDB, unique: str) -> Iterator[Settings]:
-    url = f"mysql://root@127.0.0.1:{binlog_server.endpoint.port}/"
-    settings = pipeline.updated({"downstream": url})
-    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE `{unique}`")
-        # The limit is checked as the cache spills out of its in-memory buffer.
-        cursor.execute(f"SET GLOBAL binlog_cache_size = {SMALLEST_CACHE}")
-        cursor.execute(f"SET GLOBAL max_binlog_cache_size = {SMALLEST_CACHE}")
-    yield settings
-    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute("SET GLOBAL max_binlog_cache_size = DEFAULT")
-        cursor.execute("SET GLOBAL binlog_cache_size = DEFAULT")
-        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
-        cursor.execute(f"DROP DATABASE IF EXISTS `{settings.downstream.meta_db}`")
 
 
 @pytest.mark.parametrize("chunk_rows", [100_000, 100], ids=["one-part", "in-parts"])
