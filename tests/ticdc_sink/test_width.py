@@ -37,8 +37,8 @@ WIDE_ROWS = 20
 BIG_ROWS = 96
 BIG_VALUE = 1 << 20
 CHUNK_ROWS = 4
-# The sink's peak RSS: ~340 MiB in parts of CHUNK_ROWS (its base, a few parts in flight, and
-# 1 MB values glibc keeps in its heaps), ~610 MiB holding the transaction whole (CHUNK_ROWS=1000).
+# Above the sink's peak in parts of CHUNK_ROWS (its base, a few parts in flight, and 1 MB values
+# glibc keeps in its heaps), below its peak holding the 96 MB transaction whole: docs/benchmarks.md.
 SINK_PEAK_BOUND = 450 << 20
 # The broker's and the topic's largest message: one 1 MB row, base64 and JSON around it.
 MAX_MESSAGE_BYTES = 4 << 20
