@@ -3,11 +3,18 @@ project makes (the worker's Faust app, status, recover, produce, tests and bench
 
 from __future__ import annotations
 
+import asyncio
 import ssl
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiokafka.errors import KafkaError
 
 from config.settings import Settings, env_name
 from config.tls import client_context
+from core.outage import RETRY_FIRST_S, Outage, next_delay
+
+T = TypeVar("T")
 
 
 def kafka_addresses(settings: Settings) -> list[tuple[str, int]]:
@@ -47,6 +54,25 @@ def kafka_options(settings: Settings, **extra: Any) -> dict[str, Any]:
         options["sasl_plain_username"] = settings.kafka.sasl_username
         options["sasl_plain_password"] = settings.kafka.sasl_password.get_secret_value()
     return options | extra
+
+
+async def riding_out(call: Callable[[], Awaitable[T]], doing: str, outage: Outage) -> T:
+    """``call``'s result, called again while Kafka answers with an error its client calls
+    retriable (a broker away, a leader moving). An admin client sends each request to one node it
+    picks, which may be the broker that is down, until its metadata says otherwise."""
+    delay = RETRY_FIRST_S
+    while True:
+        try:
+            result = await call()
+        except KafkaError as error:
+            if not error.retriable:
+                raise
+            outage.failed(error, doing)
+            await asyncio.sleep(delay)
+            delay = next_delay(delay)
+            continue
+        outage.answered()
+        return result
 
 
 def faust_broker(settings: Settings) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import random
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -26,8 +27,9 @@ import orjson
 
 from config.errors import ConfigError
 from config.settings import Protocol, Settings
-from core.kafka_client import kafka_options
+from core.kafka_client import kafka_options, riding_out
 from core.model import ColumnType, MySQLType, Resolved, RowChange, Value
+from core.outage import Outage
 from streams.codecs import Codec, KafkaMessage, codec_for
 from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
@@ -36,6 +38,8 @@ from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario, Transaction
 
 if TYPE_CHECKING:
     from streams.codecs.avro import Registry
+
+log = logging.getLogger("ticdc_sink.produce")
 
 # TiCDC sends resolved events every second; here every this many transactions.
 RESOLVED_EVERY = 10
@@ -179,16 +183,24 @@ async def send(
     from aiokafka.errors import TopicAlreadyExistsError
 
     every = list(topics) or [topic]
+    outage = Outage("Kafka", log)
     admin = AIOKafkaAdminClient(**kafka_options(settings))
     await admin.start()
     try:
         # On every broker up to three (aiokafka cannot ask for the brokers' default).
-        replication = min(len((await admin.describe_cluster())["brokers"]), 3)
+        cluster = await riding_out(admin.describe_cluster, "describing the cluster", outage)
+        replication = min(len(cluster["brokers"]), 3)
         for name in every:
-            (described,) = await admin.describe_topics([name])
+            describe = functools.partial(admin.describe_topics, [name])
+            (described,) = await riding_out(describe, f"describing topic {name}", outage)
             if described["error_code"]:
+                new = NewTopic(name, partitions, replication)
                 with contextlib.suppress(TopicAlreadyExistsError):
-                    await admin.create_topics([NewTopic(name, partitions, replication)])
+                    await riding_out(
+                        functools.partial(admin.create_topics, [new]),
+                        f"creating topic {name}",
+                        outage,
+                    )
             else:
                 _check_partitions(name, len(described["partitions"]), partitions)
     finally:

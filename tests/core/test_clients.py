@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import ssl
 from pathlib import Path
 
 import pytest
 
+import core.kafka_client
 from config.errors import ConfigError
 from config.settings import load_settings, replace_url_password
-from core.kafka_client import faust_broker, kafka_options
+from core.kafka_client import faust_broker, kafka_options, riding_out
+from core.outage import Outage
 from core.redis_client import redis_client
 from ticdc_sink.services.certificates import make_authority
 
@@ -98,3 +101,40 @@ def test_the_redis_password_setting_replaces_the_urls(authority) -> None:  # typ
     assert kwargs["ssl_ca_certs"] == str(authority.ca)
     assert kwargs["ssl_certfile"] == str(authority.client_cert)
     assert kwargs["ssl_cert_reqs"] == "required"
+
+
+async def test_a_retriable_kafka_error_is_ridden_out_with_one_line_each_way(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from aiokafka.errors import NodeNotReadyError
+
+    monkeypatch.setattr(core.kafka_client, "RETRY_FIRST_S", 0.001)
+    answers: list[BaseException | str] = [NodeNotReadyError(1), NodeNotReadyError(1), "metadata"]
+
+    async def call() -> str:
+        answer = answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    outage = Outage("Kafka", logging.getLogger("test"))
+    assert await riding_out(call, "describing topic t", outage) == "metadata"
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2
+    assert "Kafka unavailable since" in lines[0] and "describing topic t" in lines[0]
+    assert lines[1].startswith("Kafka back after") and "(2 retries)" in lines[1]
+
+
+async def test_a_kafka_error_that_is_not_retriable_is_raised_at_once() -> None:
+    from aiokafka.errors import TopicAuthorizationFailedError
+
+    calls = 0
+
+    async def call() -> None:
+        nonlocal calls
+        calls += 1
+        raise TopicAuthorizationFailedError()
+
+    with pytest.raises(TopicAuthorizationFailedError):
+        await riding_out(call, "creating topic t", Outage("Kafka", logging.getLogger("test")))
+    assert calls == 1

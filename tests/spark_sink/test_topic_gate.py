@@ -4,6 +4,7 @@ worker has recorded holds the resolved ts at the last one confirmed."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -11,11 +12,21 @@ import pytest
 from config.settings import Settings
 from core.model import DDLEvent
 from core.staging import Staging, TopicPartition
+from core.topics import matched_topics
 from spark_sink.topic_gate import ResolvedGate
 
 pytestmark = pytest.mark.integration
 
 TS = 449_000_000_000_000_100
+
+
+async def visible(settings: Settings, topic: str) -> None:
+    """Wait until a listing shows ``topic``: Kafka answers a creation before every broker's
+    metadata has it, and TiCDC waits for this before it writes to a new topic."""
+    deadline = time.monotonic() + 30
+    while topic not in await matched_topics(settings):
+        assert time.monotonic() < deadline, f"{topic} never listed"
+        await asyncio.sleep(0.05)
 
 
 async def test_a_topic_created_before_a_watermark_holds_the_sink_until_it_is_recorded(
@@ -41,6 +52,7 @@ async def test_a_topic_created_before_a_watermark_holds_the_sink_until_it_is_rec
         # TiCDC: the new table's topic is made (and visible) before its CREATE TABLE is
         # written, and no watermark passes that DDL before it is written.
         await kafka_admin.create_topics([NewTopic(second, 1, 1)])
+        await visible(configured, second)
         staging.stage(a, 1, [], watermark=TS + 10)
         assert staging.global_resolved_ts() == TS + 10  # what the staged watermarks alone say
         assert await resolved() == TS  # the last confirmed: the new topic is not recorded
