@@ -25,7 +25,6 @@ its position recorded instead of the checkpoint (:mod:`spark_sink.apply_chunk`,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from config.errors import (
@@ -39,7 +38,7 @@ from config.errors import (
 )
 from config.settings import Settings
 from spark_sink.db.checkpoint import CheckpointTable, read_checkpoint
-from spark_sink.db.connection import SinkConnection
+from spark_sink.db.connection import SinkConnection, connect
 from spark_sink.db.retries import with_retries
 from spark_sink.load.loaders import (
     InsertLoader,
@@ -53,31 +52,9 @@ from spark_sink.load.loaders import (
 from spark_sink.load.merge import merge_deletes, merge_staged, staged_columns, upsert_from_staging
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.load.staging_tables import StagingTables
+from spark_sink.open_parts import OpenParts, PartStage
 from spark_sink.plan import TablePlan
 from spark_sink.refused import RefusedRow, refused_error, refused_rows
-
-
-@dataclass
-class _PartStage:
-    """A staging table the parts of one transaction load their images into: its target, the
-    columns any part's rows set, the rows staged (what decides how it is emptied), the images
-    among them, and whether a part loaded its images straight into the target instead."""
-
-    target: str
-    columns: list[str]
-    rows: int = 0
-    images: int = 0
-    in_place: bool = False
-
-
-@dataclass
-class _OpenParts:
-    """The downstream transaction the parts of one upstream transaction apply in, so far."""
-
-    connection: Any
-    resolved_ts: int
-    stages: dict[str, _PartStage] = field(default_factory=dict)
-    merged: int = 0
 
 
 class BatchApplier:
@@ -98,7 +75,7 @@ class BatchApplier:
         self.tables = tables
         self.spark = spark
         # The open transaction of a transaction's parts, between the first part and its last.
-        self._parts: _OpenParts | None = None
+        self._parts: OpenParts | None = None
         # The commit ts of the last transaction whose parts must stage every image (loaded in
         # place, a part's images met a later part's removals: see _apply_part).
         self._staged_ts = 0
@@ -305,7 +282,7 @@ class BatchApplier:
             if parts is not None:
                 self.abandon()
                 conn = self.connection.open()
-            parts = self._parts = _OpenParts(conn, resolved_ts)
+            parts = self._parts = OpenParts(conn, resolved_ts)
         elif parts is None or parts.connection is not conn or parts.resolved_ts != resolved_ts:
             # The transaction of the parts before is gone (a lost connection, a new round).
             raise TransientApplyError(
@@ -314,9 +291,17 @@ class BatchApplier:
             )
         empty = self.tables.known_empty(conn)
         cursor = conn.cursor()
+        # A staging table a later part needs first is made outside the transaction: a DDL would
+        # commit the parts before, and TiDB's transaction cannot see a table made after it began.
+        deferred: list[str] = []
         staged = [
-            s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None
+            s
+            for plan in plans
+            if (s := self.tables.staged(cursor, dialect, plan, deferred.append if joins else None))
+            is not None
         ]
+        if deferred:
+            self._restart_with(deferred, resolved_ts)
         for item in staged:
             stage = parts.stages.get(item.stage)
             if stage is None:
@@ -324,7 +309,7 @@ class BatchApplier:
                     # What a failed batch or a crash left behind, in this transaction.
                     cursor.execute(dialect.clear_staging(item.stage))
                 empty.discard(item.stage)
-                stage = parts.stages[item.stage] = _PartStage(item.target, [])
+                stage = parts.stages[item.stage] = PartStage(item.target, [])
             if item.plan.deletes and stage.in_place:
                 # Images an earlier part loaded in place may be what this part's removals
                 # would delete: the transaction goes again, staging every image.
@@ -375,6 +360,22 @@ class BatchApplier:
             conn.commit()
         empty.update(parts.stages)
         return parts.merged
+
+    def _restart_with(self, creates: list[str], resolved_ts: int) -> None:
+        """Roll the parts back, make the staging tables of ``creates`` and have the transaction
+        applied again (its parts then find every one of them made)."""
+        self.abandon()
+        try:
+            with connect(self.settings, autocommit=True) as conn, conn.cursor() as cursor:
+                for statement in creates:
+                    cursor.execute(statement)
+        except Exception:
+            self.tables.forget_created()
+            raise
+        raise PartsRestartError(
+            f"the transaction at ts {resolved_ts} has a table new to this sink in a part after "
+            "its first; it is applied again, the table's staging table made first"
+        )
 
     def _driver_loader(self) -> Loader:
         """A part's loader: over the sink's connection, inside its transaction."""

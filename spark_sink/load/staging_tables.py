@@ -5,6 +5,7 @@ decide whether its upserts may load in place, and which staging tables are known
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 from config.settings import Settings
@@ -49,9 +50,16 @@ class StagingTables:
         self._empty_on: Any = None
         self._empty: set[str] = set()
 
-    def staged(self, cursor: Any, dialect: Dialect, plan: TablePlan) -> StagedTable | None:
+    def staged(
+        self,
+        cursor: Any,
+        dialect: Dialect,
+        plan: TablePlan,
+        create: Callable[[str], None] | None = None,
+    ) -> StagedTable | None:
         """``plan``'s rows as they load into its routed table's staging table (made when this
-        process has not yet); None for a table the routes skip or that drift leaves out."""
+        process has not yet, by ``create`` where given, else over ``cursor``); None for a table
+        the routes skip or that drift leaves out."""
         routed = self.router.route(plan.schema, plan.table)
         if routed is None:
             return None
@@ -68,7 +76,9 @@ class StagingTables:
         present = {c.name for c in columns}
         keyed = plan.has_key and all(k in present for k in plan.key_columns)
         indexed = None if plan.has_key else _probe_columns(plan, columns)
-        stage_name = self._stage_table(cursor, dialect, schema, table, columns, indexed)
+        stage_name = self._stage_table(
+            create or cursor.execute, dialect, schema, table, columns, indexed
+        )
         staged_deletes = [] if keyed else list(plan.deletes.values())
         upserts = list(plan.upserts.values())
         if plan.keyless:
@@ -106,6 +116,10 @@ class StagingTables:
         self._facts.clear()
         self._referenced.clear()
 
+    def forget_created(self) -> None:
+        """Make every staging table again when next needed: a CREATE may not have run."""
+        self._created.clear()
+
     def known_empty(self, connection: Any) -> set[str]:
         """The staging tables known empty on ``connection``, for the caller to update (another
         connection than the last one asked about knows none)."""
@@ -116,7 +130,7 @@ class StagingTables:
 
     def _stage_table(
         self,
-        cursor: Any,
+        create: Callable[[str], object],
         dialect: Dialect,
         schema: str,
         table: str,
@@ -130,7 +144,7 @@ class StagingTables:
         digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
         name = f"stage_{self.settings.group}_{digest}"[:64]
         if name not in self._created:
-            cursor.execute(
+            create(
                 dialect.create_staging(
                     table_name(self.settings.downstream.meta_db, name),
                     [f"{quote(c.name)} {c.staging_type} NULL" for c in columns],

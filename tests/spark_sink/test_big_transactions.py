@@ -14,12 +14,14 @@ import pytest
 from prometheus_client import REGISTRY
 
 from config.settings import Settings
-from core.staging import Staging
+from core.model import Op, RowChange
+from core.staging import Staging, TopicPartition
 from spark_sink.db.checkpoint import CheckpointWatch
 from spark_sink.db.connection import connect
 from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
 from tests.spark_sink.big_transaction import (
+    COLUMNS,
     TS,
     create_table,
     stage_big_transaction,
@@ -148,3 +150,61 @@ def test_a_sink_killed_mid_transaction_leaves_none_of_it_and_the_next_applies_it
     finally:
         stop(sink)
     assert table_rows(pipeline, scratch_db) == big.after
+
+
+@ON_EVERY_SERVER
+def test_a_table_a_later_part_meets_first_keeps_the_earlier_parts_unseen(
+    on_server: Settings, staging: Staging, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table first met in a later part has its staging table made outside the transaction,
+    which then goes again: a CREATE TABLE inside it would commit the parts before, and TiDB's
+    transaction would not see a table made aside after it began."""
+    settings = on_server.updated({"chunk_rows": 100})
+    create_table(settings, unique)
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE TABLE `{unique}`.late (id INT PRIMARY KEY, v VARCHAR(16))")
+    late = {"id": COLUMNS["id"], "v": COLUMNS["v"]}
+    base = [{"id": i, "u": i, "v": "base"} for i in range(300)]
+    removals = [RowChange(TS + 1, unique, "big", Op.DELETE, COLUMNS, None, r) for r in base]
+    inserts = [
+        RowChange(TS + 1, unique, "late", Op.INSERT, late, {"id": i, "v": "late"}, None)
+        for i in range(100)
+    ]
+    tp = TopicPartition("topic", 0)
+    staging.stage(
+        tp,
+        0,
+        [RowChange(TS, unique, "big", Op.INSERT, COLUMNS, r, None) for r in base],
+        watermark=TS,
+    )
+    # Removals of `big` in two parts, `late` first met in the third, more removals after it.
+    for offset, changes in enumerate([removals[:200], inserts, removals[200:]], 1):
+        staging.stage(tp, offset, changes)
+    staging.stage(tp, 4, [], watermark=TS + 1)
+    before = [(r["id"], r["u"], r["v"]) for r in base]
+    seen: list[list[Any]] = []
+    target = Target(settings)
+    apply_part = target.apply_part
+
+    def watched(*args: Any) -> int:
+        if args[1] == TS + 1:
+            seen.append(table_rows(settings, unique))
+        return apply_part(*args)
+
+    target.apply_part = watched  # type: ignore[method-assign]
+    sink = SinkLoop(settings, staging, target)
+    with caplog.at_level(logging.INFO, SINK_LOG.name):
+        calls = 1
+        while sink.run_once() < TS + 1:
+            calls += 1
+            assert calls <= 3
+    sink.close()
+    restarts = [r.getMessage() for r in caplog.records if "new to this sink" in r.getMessage()]
+    assert len(restarts) == 1 and f"at ts {TS + 1} " in restarts[0]
+    # Three parts before the restart, four after it; none of them seen from outside.
+    assert len(seen) == 7
+    assert all(rows == before for rows in seen), [len(rows) for rows in seen]
+    assert table_rows(settings, unique) == []
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{unique}`.late")
+        assert cursor.fetchone()[0] == 100
