@@ -82,9 +82,7 @@ class Limit:
                 )
 
     def _refuse(self, size: int, what: str) -> NoReturn:
-        raise ValueError(
-            f"{size} {what}, past the {self.maximum} a {self.type_name} column holds"
-        )
+        raise ValueError(f"{size} {what}, past the {self.maximum} a {self.type_name} column holds")
 
 
 def _byte_size(value: Value, maximum: int) -> int:
