@@ -141,11 +141,15 @@ def _unquote(element: str) -> str:
 
 
 def _connect_type(field: dict[str, Any]) -> int:
-    """The MySQL type a Connect field stands for when no DDL says more."""
-    by_name = _SEMANTIC_TYPES.get(str(field.get("name")))
+    """The MySQL type a Connect field stands for when no DDL says more (a name or type that is
+    not a string names nothing: never made text, as a deeply nested one would not print)."""
+    name, kind = field.get("name"), field.get("type")
+    by_name = _SEMANTIC_TYPES.get(name) if name.__class__ is str else None
     if by_name is not None:
         return by_name
-    return _CONNECT_TYPES.get(str(field.get("type")), MySQLType.VARCHAR)
+    return (
+        _CONNECT_TYPES.get(kind, MySQLType.VARCHAR) if kind.__class__ is str else MySQLType.VARCHAR
+    )
 
 
 _SEMANTIC_TYPES = {
