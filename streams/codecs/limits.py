@@ -48,6 +48,10 @@ class Unit(IntEnum):
     SET_MEMBERS = 3
 
 
+# Module names: a check per value compares with these, not through the enum class.
+_CHARACTERS, _BYTES, _ENUM_MEMBERS, _SET_MEMBERS = Unit
+
+
 @dataclass(frozen=True, slots=True)
 class Limit:
     """A column's declared bound: ``maximum`` characters, bytes or members."""
@@ -63,20 +67,20 @@ class Limit:
         A value of a class the unit does not count (bytes of a utf8 column, which Simple Avro
         hands over when they are not UTF-8) is the type check's to judge, not this one's."""
         unit = self.unit
-        if unit is Unit.CHARACTERS:
-            if value.__class__ is str and len(value) > self.maximum:  # type: ignore[arg-type]
-                self._refuse(len(value), "characters")  # type: ignore[arg-type]
-        elif unit is Unit.BYTES:
+        if unit is _CHARACTERS:
+            if value.__class__ is str and len(value) > self.maximum:
+                self._refuse(len(value), "characters")
+        elif unit is _BYTES:
             size = _byte_size(value, self.maximum)
             if size > self.maximum:
                 self._refuse(size, "bytes")
         elif value.__class__ is int:
-            number: int = value  # type: ignore[assignment]
-            if unit is Unit.ENUM_MEMBERS and number > self.maximum:
+            number = value
+            if unit is _ENUM_MEMBERS and number > self.maximum:
                 raise ValueError(
                     f"member {number} is past the {self.maximum} members of this enum column"
                 )
-            if unit is Unit.SET_MEMBERS and number >> self.maximum:
+            if unit is _SET_MEMBERS and number >> self.maximum:
                 raise ValueError(
                     f"bits {number:#x} go past the {self.maximum} members of this set column"
                 )
@@ -89,13 +93,12 @@ def _byte_size(value: Value, maximum: int) -> int:
     """The UTF-8 size of ``value`` (str or bytes), encoding it only when its length alone does
     not show that it fits ``maximum``; 0 for other classes."""
     if value.__class__ is bytes:
-        return len(value)  # type: ignore[arg-type]
+        return len(value)
     if value.__class__ is not str:
         return 0
-    text: str = value  # type: ignore[assignment]
-    if len(text) * _MAX_UTF8 <= maximum:
-        return len(text)
-    return len(text.encode("utf-8", "surrogatepass"))
+    if len(value) * _MAX_UTF8 <= maximum:
+        return len(value)
+    return len(value.encode("utf-8", "surrogatepass"))
 
 
 def limit(
