@@ -563,3 +563,32 @@ fn uint64(raw: Option<&RawValue>) -> Option<u64> {
 fn text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
     string(raw?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Limit;
+
+    #[test]
+    fn characters_count_code_points_and_bytes_count_bytes() {
+        assert!(Limit::Characters(3).text_fits("ü中😀"));
+        assert!(!Limit::Characters(3).text_fits("ü中😀a"));
+        assert!(Limit::Bytes(4).text_fits("üü"));
+        assert!(!Limit::Bytes(4).text_fits("ü中"));
+        assert!(Limit::Bytes(3).bytes_fit(b"abc"));
+        assert!(!Limit::Bytes(3).bytes_fit(b"abcd"));
+        // A count the unit does not make passes (Python's check ignores it too).
+        assert!(Limit::EnumMembers(1).text_fits("abc"));
+        assert!(Limit::Characters(1).bytes_fit(b"abc"));
+    }
+
+    #[test]
+    fn enum_indexes_and_set_bits_stay_within_their_members() {
+        assert!(Limit::EnumMembers(2).integer_fits(0));
+        assert!(Limit::EnumMembers(2).integer_fits(2));
+        assert!(!Limit::EnumMembers(2).integer_fits(3));
+        assert!(Limit::SetMembers(2).integer_fits(3));
+        assert!(!Limit::SetMembers(2).integer_fits(4));
+        assert!(Limit::SetMembers(64).integer_fits(u64::MAX.into()));
+        assert!(Limit::Bytes(1).integer_fits(1 << 40));
+    }
+}

@@ -13,16 +13,15 @@ never something to shorten. The rules, as MySQL declares them:
 
 Only what a codec knows is checked: no declared length (or 0, what the project's own encoder
 writes), no members, or a charset other than utf8/utf8mb4/binary leaves a column unchecked
-(:func:`limit` returns None). The native Simple decoder mirrors :meth:`Limit.check` by ``unit``
+(:func:`limit` returns None). The native Simple decoder mirrors ``Limit.check`` by ``unit``
 and ``maximum``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import NoReturn
 
 from core.model import BLOB_TYPES, CHAR_TYPES, ColumnType, MySQLType, Value
 
@@ -48,45 +47,73 @@ class Unit(IntEnum):
     SET_MEMBERS = 3
 
 
-# Module names: a check per value compares with these, not through the enum class.
-_CHARACTERS, _BYTES, _ENUM_MEMBERS, _SET_MEMBERS = Unit
-
-
 @dataclass(frozen=True, slots=True)
 class Limit:
-    """A column's declared bound: ``maximum`` characters, bytes or members."""
+    """A column's declared bound: ``maximum`` characters, bytes or members.
+
+    ``check(value)`` returns ``value`` when it fits and raises ``ValueError`` saying by how
+    much it does not. A value of a class the unit does not count (bytes of a utf8 column,
+    which Simple Avro hands over when they are not UTF-8) is the type check's to judge, not
+    this one's. It is a function made for the unit once, so that a check per value is one
+    call without dispatching on the unit."""
 
     unit: Unit
     maximum: int
     # The column's type as messages name it: ``varchar(3)``, ``text``, ``enum``.
     type_name: str
+    check: Callable[[Value], Value] = field(init=False, repr=False, compare=False)
 
-    def check(self, value: Value) -> None:
-        """Nothing when ``value`` fits; ``ValueError`` saying by how much it does not.
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "check", _CHECKS[self.unit](self.maximum, self.type_name))
 
-        A value of a class the unit does not count (bytes of a utf8 column, which Simple Avro
-        hands over when they are not UTF-8) is the type check's to judge, not this one's."""
-        unit = self.unit
-        if unit is _CHARACTERS:
-            if value.__class__ is str and len(value) > self.maximum:
-                self._refuse(len(value), "characters")
-        elif unit is _BYTES:
-            size = _byte_size(value, self.maximum)
-            if size > self.maximum:
-                self._refuse(size, "bytes")
-        elif value.__class__ is int:
-            number = value
-            if unit is _ENUM_MEMBERS and number > self.maximum:
-                raise ValueError(
-                    f"member {number} is past the {self.maximum} members of this enum column"
-                )
-            if unit is _SET_MEMBERS and number >> self.maximum:
-                raise ValueError(
-                    f"bits {number:#x} go past the {self.maximum} members of this set column"
-                )
 
-    def _refuse(self, size: int, what: str) -> NoReturn:
-        raise ValueError(f"{size} {what}, past the {self.maximum} a {self.type_name} column holds")
+def _characters(maximum: int, type_name: str) -> Callable[[Value], Value]:
+    def check(value: Value) -> Value:
+        if value.__class__ is str and len(value) > maximum:
+            raise ValueError(_past(len(value), "characters", maximum, type_name))
+        return value
+
+    return check
+
+
+def _bytes(maximum: int, type_name: str) -> Callable[[Value], Value]:
+    def check(value: Value) -> Value:
+        size = _byte_size(value, maximum)
+        if size > maximum:
+            raise ValueError(_past(size, "bytes", maximum, type_name))
+        return value
+
+    return check
+
+
+def _enum_members(maximum: int, type_name: str) -> Callable[[Value], Value]:
+    def check(value: Value) -> Value:
+        if value.__class__ is int and value > maximum:
+            raise ValueError(f"member {value} is past the {maximum} members of this enum column")
+        return value
+
+    return check
+
+
+def _set_members(maximum: int, type_name: str) -> Callable[[Value], Value]:
+    def check(value: Value) -> Value:
+        if value.__class__ is int and value >> maximum:
+            raise ValueError(f"bits {value:#x} go past the {maximum} members of this set column")
+        return value
+
+    return check
+
+
+_CHECKS = {
+    Unit.CHARACTERS: _characters,
+    Unit.BYTES: _bytes,
+    Unit.ENUM_MEMBERS: _enum_members,
+    Unit.SET_MEMBERS: _set_members,
+}
+
+
+def _past(size: int, what: str, maximum: int, type_name: str) -> str:
+    return f"{size} {what}, past the {maximum} a {type_name} column holds"
 
 
 def _byte_size(value: Value, maximum: int) -> int:

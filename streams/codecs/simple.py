@@ -226,10 +226,10 @@ class SimpleCodec(Codec):
             try:
                 if value is None:
                     image[name] = None
+                elif limit is None:
+                    image[name] = checked_integer(kind, reader(value))
                 else:
-                    read = image[name] = checked_integer(kind, reader(value))
-                    if limit is not None:
-                        limit.check(read)
+                    image[name] = limit.check(checked_integer(kind, reader(value)))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(
                     self.protocol, f"bad value {shown(value)}: {exc}", where=f"{side}.{name}"
