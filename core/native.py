@@ -31,7 +31,7 @@ log = logging.getLogger("ticdc_sink.native")
 NATIVE_ENV = "TICDC_SINK_NATIVE"
 # What this code calls of the wheel (its classes, functions and their arguments): the wheel
 # exports the same number (``API_VERSION``, native/src/lib.rs). Bump both with any change there.
-API_VERSION = 2
+API_VERSION = 3
 
 First = TypeVar("First")
 Second = TypeVar("Second")

@@ -70,7 +70,8 @@ class CraftDecoder:
 
 class SimpleDecoder:
     """Simple JSON DML and watermarks of tables whose layout the Python codec made (``layouts``:
-    its own dict of (schema, table, version) to {column: (column type, reader)})."""
+    its own dict of (schema, table, version) to {column: (column type, reader, limit)}, the
+    limit a ``streams.codecs.limits.Limit`` or None)."""
 
     def __init__(
         self,

@@ -1,10 +1,11 @@
 //! TiCDC Simple protocol, JSON: DML and watermark messages whose table layout Python has made.
 //!
 //! The Python codec keeps the table schemas and, per (schema, table, version), a layout: each
-//! column's type and the function that reads its values. This decoder reads that layout (and
-//! prepares it once per layout object), applies the same readers' rules, and hands back any
-//! message it cannot decode exactly as they would: BOOTSTRAP and DDL, a table without a layout
-//! yet, anything malformed.
+//! column's type, the function that reads its values and its declared bound (length or
+//! members). This decoder reads that layout (and prepares it once per layout object), applies
+//! the same readers' rules and bounds, and hands back any message it cannot decode exactly as
+//! they would: BOOTSTRAP and DDL, a table without a layout yet, anything malformed or past a
+//! bound.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -45,6 +46,56 @@ struct Column {
     read: Read,
     // The integers an integer column holds (`model::integer_range` of its type and flags).
     integers: Option<(i128, i128)>,
+    // The column's declared bound (the Python layout's `Limit`), if known.
+    limit: Option<Limit>,
+}
+
+/// A declared bound, as `streams.codecs.limits.Limit` checks it (its `unit` numbers, in order).
+#[derive(Clone, Copy)]
+enum Limit {
+    Characters(u64),
+    Bytes(u64),
+    EnumMembers(u64),
+    SetMembers(u64),
+}
+
+impl Limit {
+    fn new(unit: u8, maximum: u64) -> Option<Self> {
+        match unit {
+            0 => Some(Limit::Characters(maximum)),
+            1 => Some(Limit::Bytes(maximum)),
+            2 => Some(Limit::EnumMembers(maximum)),
+            3 => Some(Limit::SetMembers(maximum)),
+            _ => None,
+        }
+    }
+
+    /// Whether text fits (a string's length counts bytes; characters are counted only when
+    /// the bytes alone do not settle it).
+    fn text_fits(self, text: &str) -> bool {
+        let size = text.len() as u64;
+        match self {
+            Limit::Characters(maximum) => size <= maximum || text.chars().count() as u64 <= maximum,
+            Limit::Bytes(maximum) => size <= maximum,
+            Limit::EnumMembers(_) | Limit::SetMembers(_) => true,
+        }
+    }
+
+    fn bytes_fit(self, data: &[u8]) -> bool {
+        match self {
+            Limit::Bytes(maximum) => data.len() as u64 <= maximum,
+            _ => true,
+        }
+    }
+
+    /// Whether an ENUM index or SET bitmask (already within its type's range) fits.
+    fn integer_fits(self, number: i128) -> bool {
+        match self {
+            Limit::EnumMembers(maximum) => number <= i128::from(maximum),
+            Limit::SetMembers(maximum) => maximum >= 127 || number >> maximum == 0,
+            Limit::Characters(_) | Limit::Bytes(_) => true,
+        }
+    }
 }
 
 /// A layout prepared from the Python layout object it was made from.
@@ -226,7 +277,7 @@ impl Table {
 impl SimpleDecoder {
     /// The model; the Python codec's value readers for binary, integer, float, timestamp and
     /// text columns; its layouts, a map of (schema, table, version) to {column: (column type,
-    /// reader)}; and the size above which a message is handed back.
+    /// reader, limit or None)}; and the size above which a message is handed back.
     #[new]
     fn new(
         model: Py<Model>,
@@ -339,7 +390,7 @@ impl SimpleDecoder {
                     let Some(column) = layout.column(position, name) else {
                         return Ok(None);
                     };
-                    let Some(value) = cell(py, value, column.read, column.integers)? else {
+                    let Some(value) = cell(py, value, column)? else {
                         return Ok(None);
                     };
                     image.set_item(column.name.bind(py), value)?;
@@ -376,7 +427,8 @@ impl SimpleDecoder {
         };
         let mut columns = Vec::with_capacity(layout.len());
         for (name, entry) in layout.iter() {
-            let (kind, reader) = entry.extract::<(Bound<PyAny>, Bound<PyAny>)>()?;
+            let (kind, reader, bound) =
+                entry.extract::<(Bound<PyAny>, Bound<PyAny>, Bound<PyAny>)>()?;
             let Some(read) = self
                 .readers
                 .iter()
@@ -395,11 +447,26 @@ impl SimpleDecoder {
             ) else {
                 return Ok(None);
             };
+            let limit = if bound.is_none() {
+                None
+            } else {
+                let (Ok(unit), Ok(maximum)) = (
+                    bound.getattr("unit")?.extract::<u8>(),
+                    bound.getattr("maximum")?.extract::<u64>(),
+                ) else {
+                    return Ok(None);
+                };
+                let Some(limit) = Limit::new(unit, maximum) else {
+                    return Ok(None);
+                };
+                Some(limit)
+            };
             let column = Column {
                 name: name.clone().unbind(),
                 kind: kind.unbind(),
                 read,
                 integers: model::integer_range(mysql_type, flags & 0x80 != 0),
+                limit,
             };
             columns.push((name.to_str()?.to_owned(), column));
         }
@@ -427,16 +494,16 @@ impl SimpleDecoder {
     }
 }
 
-/// A value read as the Python codec's reader for `read` would; `None` where that reader would
-/// refuse it (Python decides then).
+/// A value read as the Python codec's reader for the column would; `None` where that reader
+/// would refuse it (Python decides then).
 /// An integer column's value must be an integer in `integers` (the Python codec refuses any
-/// other).
+/// other), and any value must fit the column's declared bound.
 fn cell<'py>(
     py: Python<'py>,
     token: &Token<'_>,
-    read: Read,
-    integers: Option<(i128, i128)>,
+    column: &Column,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let (read, integers, limit) = (column.read, column.integers, column.limit);
     let int = |value: Result<i64, u64>| match value {
         Ok(signed) => signed.into_pyobject(py).map(Bound::into_any),
         Err(unsigned) => unsigned.into_pyobject(py).map(Bound::into_any),
@@ -447,7 +514,9 @@ fn cell<'py>(
             Err(unsigned) => i128::from(*unsigned),
         };
         integers.is_none_or(|(low, high)| (low..=high).contains(&number))
+            && limit.is_none_or(|limit| limit.integer_fits(number))
     };
+    let text_fits = |text: &str| limit.is_none_or(|limit| limit.text_fits(text));
     if integers.is_some() && read != Read::Integer && !matches!(token, Token::Null) {
         return Ok(None);
     }
@@ -469,12 +538,15 @@ fn cell<'py>(
             .ok()
             .map(|v| PyFloat::new(py, v).into_any()),
         (Token::Text(text), Read::Text | Read::Timestamp) => {
-            Some(PyString::new(py, text).into_any())
+            text_fits(text).then(|| PyString::new(py, text).into_any())
         }
-        (Token::Object(Some(text)), Read::Timestamp) => Some(PyString::new(py, text).into_any()),
+        (Token::Object(Some(text)), Read::Timestamp) => {
+            text_fits(text).then(|| PyString::new(py, text).into_any())
+        }
         (Token::Text(text), Read::Binary) => STANDARD
             .decode(text.as_bytes())
             .ok()
+            .filter(|data| limit.is_none_or(|limit| limit.bytes_fit(data)))
             .map(|data| PyBytes::new(py, &data).into_any()),
         _ => None,
     })
@@ -490,4 +562,33 @@ fn uint64(raw: Option<&RawValue>) -> Option<u64> {
 
 fn text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
     string(raw?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Limit;
+
+    #[test]
+    fn characters_count_code_points_and_bytes_count_bytes() {
+        assert!(Limit::Characters(3).text_fits("ü中😀"));
+        assert!(!Limit::Characters(3).text_fits("ü中😀a"));
+        assert!(Limit::Bytes(4).text_fits("üü"));
+        assert!(!Limit::Bytes(4).text_fits("ü中"));
+        assert!(Limit::Bytes(3).bytes_fit(b"abc"));
+        assert!(!Limit::Bytes(3).bytes_fit(b"abcd"));
+        // A count the unit does not make passes (Python's check ignores it too).
+        assert!(Limit::EnumMembers(1).text_fits("abc"));
+        assert!(Limit::Characters(1).bytes_fit(b"abc"));
+    }
+
+    #[test]
+    fn enum_indexes_and_set_bits_stay_within_their_members() {
+        assert!(Limit::EnumMembers(2).integer_fits(0));
+        assert!(Limit::EnumMembers(2).integer_fits(2));
+        assert!(!Limit::EnumMembers(2).integer_fits(3));
+        assert!(Limit::SetMembers(2).integer_fits(3));
+        assert!(!Limit::SetMembers(2).integer_fits(4));
+        assert!(Limit::SetMembers(64).integer_fits(u64::MAX.into()));
+        assert!(Limit::Bytes(1).integer_fits(1 << 40));
+    }
 }

@@ -41,11 +41,13 @@ from streams.codecs.debezium_values import (
     column_plan,
     ddl_column,
     ddl_columns,
+    ddl_limit,
     ddl_table_schema,
     ddl_type_name,
     field_schema,
     write_value,
 )
+from streams.codecs.limits import Limit
 from streams.codecs.simple_schema import SchemaStore
 from streams.codecs.values import checked_integer
 
@@ -75,6 +77,8 @@ class Plan:
     # Columns whose values of one JSON class are the model's as they are (int, float, str):
     # the reader sees only the others (an int of a DOUBLE column, or a wrong type to refuse).
     checks: tuple[tuple[str, type, Reader], ...]
+    # Columns whose length or members the table's DDL declares (none before it is seen).
+    limits: tuple[tuple[str, Limit], ...]
 
 
 def _uint64(value: Any, field: str) -> int:
@@ -213,6 +217,9 @@ class DebeziumCodec(Codec):
         payload = message["payload"]
         names = list(fields) or list(payload.get("after") or payload.get("before") or ())
         made = {name: column_plan(fields.get(name), ddl.get(name), name in keys) for name in names}
+        limits = (
+            (name, ddl_limit(kind, ddl[name])) for name, (kind, _, _) in made.items() if name in ddl
+        )
         plan = Plan(
             self._generation,
             {name: kind for name, (kind, _, _) in made.items()},
@@ -223,6 +230,7 @@ class DebeziumCodec(Codec):
                 for name, (_, reader, plain) in made.items()
                 if plain is not None
             ),
+            tuple((name, found) for name, found in limits if found is not None),
         )
         self._plans[(db, table)] = plan
         return plan
@@ -367,6 +375,10 @@ def _image(plan: Plan, raw: dict[str, Any] | None) -> dict[str, Value] | None:
                 image[name] = reader(value)
         for name, value in image.items():
             checked_integer(plan.columns[name], value)
+        for name, bound in plan.limits:
+            value = image.get(name)
+            if value is not None:
+                bound.check(value)
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
         raise DecodeError(
             PROTOCOL,

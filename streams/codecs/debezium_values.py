@@ -32,6 +32,7 @@ from core.model import (
     Value,
     column_type,
 )
+from streams.codecs.limits import Limit, limit
 from streams.codecs.simple_schema import is_binary_name, type_code, type_name
 from streams.codecs.values import format_float
 
@@ -60,6 +61,8 @@ class DDLColumn:
     length: int | None
     scale: int | None
     elements: tuple[str, ...] | None
+    # ``charsetName``: None for binary types (and where TiCDC does not say).
+    charset: str | None = None
 
 
 def ddl_column(raw: dict[str, Any]) -> DDLColumn:
@@ -70,11 +73,15 @@ def ddl_column(raw: dict[str, Any]) -> DDLColumn:
         raise ValueError(f"a column's 'typeName' must be a string, not {type(type_name).__name__}")
     if any(n is not None and n.__class__ is not int for n in (length, scale)):
         raise ValueError("a column's 'length' and 'scale' must be integers")
+    charset = raw.get("charsetName")
+    if charset is not None and charset.__class__ is not str:
+        raise ValueError(f"a column's 'charsetName' must be a string, not {type(charset).__name__}")
     return DDLColumn(
         type_name,
         length,
         scale,
         tuple(_unquote(e) for e in elements) if elements else None,
+        charset,
     )
 
 
@@ -95,6 +102,7 @@ def ddl_table_schema(db: str, table: str, columns: dict[str, DDLColumn]) -> Tabl
             ColumnSchema(
                 name,
                 column.type_name.lower(),
+                charset=column.charset or "binary",
                 length=column.length or 0,
                 decimal=column.scale,
                 elements=column.elements,
@@ -105,11 +113,24 @@ def ddl_table_schema(db: str, table: str, columns: dict[str, DDLColumn]) -> Tabl
 
 
 def ddl_columns(table: TableSchema) -> dict[str, DDLColumn]:
-    """The DDL columns :func:`ddl_table_schema` keeps."""
+    """The DDL columns :func:`ddl_table_schema` keeps (a charset of "binary" as None: a
+    schema kept before charsets were, or a binary type's)."""
     return {
-        column.name: DDLColumn(column.mysql_type, column.length, column.decimal, column.elements)
+        column.name: DDLColumn(
+            column.mysql_type,
+            column.length,
+            column.decimal,
+            column.elements,
+            None if column.charset == "binary" else column.charset,
+        )
         for column in table.columns
     }
+
+
+def ddl_limit(kind: ColumnType, ddl: DDLColumn) -> Limit | None:
+    """The declared bound of a column of ``kind`` by its DDL entry (lengths count characters
+    only in a charset the DDL names: TiDB makes every binary-charset string type a binary one)."""
+    return limit(kind, ddl.type_name, ddl.length, ddl.charset, ddl.elements)
 
 
 def _unquote(element: str) -> str:
@@ -120,11 +141,15 @@ def _unquote(element: str) -> str:
 
 
 def _connect_type(field: dict[str, Any]) -> int:
-    """The MySQL type a Connect field stands for when no DDL says more."""
-    by_name = _SEMANTIC_TYPES.get(str(field.get("name")))
+    """The MySQL type a Connect field stands for when no DDL says more (a name or type that is
+    not a string names nothing: never made text, as a deeply nested one would not print)."""
+    name, kind = field.get("name"), field.get("type")
+    by_name = _SEMANTIC_TYPES.get(name) if name.__class__ is str else None
     if by_name is not None:
         return by_name
-    return _CONNECT_TYPES.get(str(field.get("type")), MySQLType.VARCHAR)
+    return (
+        _CONNECT_TYPES.get(kind, MySQLType.VARCHAR) if kind.__class__ is str else MySQLType.VARCHAR
+    )
 
 
 _SEMANTIC_TYPES = {

@@ -40,9 +40,11 @@ from core.model import (
 from core.native import native_first, native_model
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.compression import Compression, compress, decompress
+from streams.codecs.limits import Limit
 from streams.codecs.simple_schema import (
     MemorySchemaStore,
     SchemaStore,
+    column_limits,
     column_types,
     parse_table_schema,
     schema_from_types,
@@ -65,6 +67,10 @@ _ACTION_TYPES |= {10: "DINDEX", 33: "DINDEX", 4: "ERASE", 11: "TRUNCATE"}
 _ACTION_TYPES |= dict.fromkeys((5, 6, 12, 13, 15, 17, 18, 19, 20, 22, 23), "ALTER")
 # A stand-in type for a column a schema-less decode knows nothing of.
 _UNTYPED = column_type(MySQLType.VARCHAR)
+
+
+# A column of a layout: its type, the reader of its non-null wire values, its declared bound.
+Column = tuple[ColumnType, Callable[[Any], Value], Limit | None]
 
 
 def _uint64(value: Any, field: str) -> int:
@@ -91,11 +97,9 @@ class SimpleCodec(Codec):
         self.compression = compression
         self._announced: dict[tuple[str, str], TableSchema] = {}
         self._versions: dict[tuple[str, str], int] = {}
-        # Per (schema, table, version), each column's type and value reader: a version never
-        # changes, so this is worked out once per schema version.
-        self._layouts: dict[
-            tuple[str, str, int], dict[str, tuple[ColumnType, Callable[[Any], Value]]]
-        ] = {}
+        # Per (schema, table, version), each column's type, value reader and declared bound
+        # (None: unknown): a version never changes, so this is worked out once per version.
+        self._layouts: dict[tuple[str, str, int], dict[str, Column]] = {}
 
     # --- decoding -------------------------------------------------------------------------
 
@@ -174,7 +178,10 @@ class SimpleCodec(Codec):
                 commit_ts = _uint64(message["commitTs"], "commitTs")
                 raise MissingSchemaError(self.protocol, schema, table, version, commit_ts)
             types = {} if known is None else column_types(known)
-            layout = {name: (kind, self._reader(kind)) for name, kind in types.items()}
+            limits = {} if known is None else column_limits(known, types)
+            layout = {
+                name: (kind, self._reader(kind), limits.get(name)) for name, kind in types.items()
+            }
             if known is not None:
                 self._layouts[(schema, table, version)] = layout
         columns: dict[str, ColumnType] = {}
@@ -196,7 +203,7 @@ class SimpleCodec(Codec):
     def _image(
         self,
         raw: Any,
-        layout: dict[str, tuple[ColumnType, Callable[[Any], Value]]],
+        layout: dict[str, Column],
         columns: dict[str, ColumnType],
         side: str,
     ) -> dict[str, Value] | None:
@@ -214,10 +221,15 @@ class SimpleCodec(Codec):
                         f"column {shown(name)} is not in the table schema",
                         where=side,
                     )
-                entry = (_UNTYPED, _passthrough)
-            kind, reader = entry
+                entry = (_UNTYPED, _passthrough, None)
+            kind, reader, limit = entry
             try:
-                image[name] = None if value is None else checked_integer(kind, reader(value))
+                if value is None:
+                    image[name] = None
+                elif limit is None:
+                    image[name] = checked_integer(kind, reader(value))
+                else:
+                    image[name] = limit.check(checked_integer(kind, reader(value)))
             except (ValueError, TypeError, KeyError) as exc:
                 raise DecodeError(
                     self.protocol, f"bad value {shown(value)}: {exc}", where=f"{side}.{name}"

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from config.errors import shown
 from core.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLType, TableSchema
 from core.model import column_type as shared_type
+from streams.codecs.limits import Limit, limit
 
 # mysqlType names (their first word) and the type codes they stand for.
 _TYPE_CODES: dict[str, MySQLType] = {
@@ -145,6 +146,19 @@ def column_types(table: TableSchema) -> dict[str, ColumnType]:
             flags |= ColumnFlag.MULTIPLE_KEY
         types[column.name] = shared_type(type_code(column.mysql_type), flags)
     return types
+
+
+def column_limits(table: TableSchema, types: Mapping[str, ColumnType]) -> dict[str, Limit]:
+    """The declared bound of each of ``table``'s columns whose declaration gives one
+    (``types``: theirs by :func:`column_types`)."""
+    limits: dict[str, Limit] = {}
+    for column in table.columns:
+        found = limit(
+            types[column.name], column.mysql_type, column.length, column.charset, column.elements
+        )
+        if found is not None:
+            limits[column.name] = found
+    return limits
 
 
 def schema_from_types(

@@ -1,5 +1,6 @@
 """Poison messages at the head of every partition, then a normal workload: the worker never exits,
-each poison message is one dead letter, and the workload replicates row-exact."""
+each poison message is one dead letter, and the workload replicates row-exact. Values past their
+declared length or ENUM members are poison too."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import orjson
 import pytest
 
 from config.settings import Settings
+from core.model import ColumnSchema, IndexSchema, TableSchema
 from core.redis_client import redis_client
 from core.staging import Staging
 from streams.codecs import KafkaMessage
+from streams.codecs.simple_schema import table_schema_json
 from tests.ticdc_sink.pipelines import (
     ON_EVERY_SERVER,
     applied_resolved_ts,
@@ -31,6 +34,44 @@ PARTITIONS = 3
 DEEP = 1_000
 # Low, so that the message whose schema never comes is dead-lettered within the workload.
 HELD_MAX_MESSAGES = 20
+# The one message of the poison that is not: the BOOTSTRAP of the table declaring lengths.
+_BOOTSTRAP_OFFSET = 5
+
+
+def _past_declarations(first_insert: dict[str, Any]) -> list[bytes]:
+    """A table declaring a VARCHAR(3) and a 2-member ENUM (the workload's own schemas declare
+    no lengths), then a row of each past its declaration: the BOOTSTRAP is staged, each row is
+    one dead letter."""
+    table = TableSchema(
+        first_insert["database"],
+        "poison_limits",
+        0,
+        1,
+        (
+            ColumnSchema("id", "int", nullable=False),
+            ColumnSchema("v", "varchar", "utf8mb4", "utf8mb4_bin", length=3),
+            ColumnSchema("e", "enum", "utf8mb4", "utf8mb4_bin", length=1, elements=("a", "b")),
+        ),
+        (IndexSchema("primary", True, True, False, ("id",)),),
+    )
+    bootstrap = {"version": 1, "type": "BOOTSTRAP", "commitTs": 0, "buildTs": 0}
+    row = {
+        "version": 1,
+        "database": table.schema,
+        "table": table.table,
+        "tableID": 0,
+        "type": "INSERT",
+        "commitTs": first_insert["commitTs"],
+        "buildTs": 0,
+        "schemaVersion": table.version,
+    }
+    return [
+        orjson.dumps({**bootstrap, "tableSchema": table_schema_json(table)}),
+        # 4 characters in a VARCHAR(3).
+        orjson.dumps({**row, "data": {"id": "1", "v": "abcd", "e": "1"}}),
+        # The 3rd member of a 2-member ENUM.
+        orjson.dumps({**row, "data": {"id": "2", "v": "abc", "e": "3"}}),
+    ]
 
 
 def _poison(first_insert: dict[str, Any]) -> list[bytes]:
@@ -53,6 +94,7 @@ def _poison(first_insert: dict[str, Any]) -> list[bytes]:
         insert(data=[1, 2]),
         # Held for a schema that never comes.
         insert(table="never_announced"),
+        *_past_declarations(first_insert),
     ]
 
 
@@ -86,7 +128,10 @@ def test_poison_at_the_head_of_every_partition_is_dead_lettered_and_the_rest_rep
     staging = Staging(redis_client(pipeline), unique)
     letters = staging.dead_letters.entries()
     assert sorted((d.tp.partition, d.offset) for d in letters) == [
-        (p, offset) for p in range(PARTITIONS) for offset in range(len(poison))
+        (p, offset)
+        for p in range(PARTITIONS)
+        for offset in range(len(poison))
+        if offset != _BOOTSTRAP_OFFSET
     ]
     reasons = {d.offset: d.error for d in letters if d.tp.partition == 0}
     assert "is out of range for a" in reasons[0]
@@ -94,4 +139,6 @@ def test_poison_at_the_head_of_every_partition_is_dead_lettered_and_the_rest_rep
     assert reasons[2].startswith("DecodeError: simple: ") and len(reasons[2]) < 300
     assert "'data' must be an object" in reasons[3]
     assert "TICDC_SINK_HELD_MAX_MESSAGES" in reasons[4]
+    assert "4 characters, past the 3 a varchar(3) column holds" in reasons[6]
+    assert "member 3 is past the 2 members of this enum column" in reasons[7]
     assert staging.held() == []

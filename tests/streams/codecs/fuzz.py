@@ -36,6 +36,7 @@ from streams.codecs import Codec, codec_for
 from streams.codecs.craft import CraftCodec
 from streams.codecs.open_protocol import OpenProtocolCodec, split_frames
 from streams.codecs.simple import SimpleJSONCodec
+from tests.streams.codecs.fuzz_values import past_limits, swap_key_and_value
 
 PROTOCOLS = ["open", "craft", "canal-json", "simple", "simple-avro", "debezium"]
 # The protocols with a native decoder, and how to make their Python-only reference.
@@ -157,24 +158,16 @@ def _json_mutation(rng: random.Random, text: bytes) -> bytes | None:
     return text[: match.start()] + rng.choice(replacements) + text[match.end() :]
 
 
-def _swap_key_and_value(text: bytes) -> bytes | None:
-    """The first ``"name":value`` pair with name and value swapped (a scalar value)."""
-    pair = re.search(rb'"((?:[^"\\]|\\.)*)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d[\d.eE+-]*)', text)
-    if pair is None:
-        return None
-    name, value = pair.group(1), pair.group(2)
-    if not value.startswith(b'"'):
-        value = b'"' + value + b'"'
-    return text[: pair.start()] + value + b':"' + name + b'"' + text[pair.end() :]
-
-
 def _mutate_json(rng: random.Random, text: bytes) -> bytes:
     if rng.random() < 0.35:
         return _bytes_mutation(rng, text)
     if rng.random() < 0.1:
-        swapped = _swap_key_and_value(text)
+        swapped = swap_key_and_value(text)
         if swapped is not None:
             return swapped
+    if rng.random() < 0.25:
+        # A value at or past a declared length or ENUM/SET members.
+        return past_limits(rng, text) or _bytes_mutation(rng, text)
     return _json_mutation(rng, text) or _bytes_mutation(rng, text)
 
 

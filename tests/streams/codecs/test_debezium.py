@@ -161,3 +161,13 @@ def test_a_restarted_codec_types_rows_from_the_stored_ddl() -> None:
     assert isinstance(restarted, RowChange) and restarted.new == {"id": (1 << 64) - 2}
     (forgetful,) = DebeziumCodec().decode(None, orjson.dumps(row))
     assert isinstance(forgetful, RowChange) and forgetful.new == {"id": -2}
+
+
+def test_a_row_schema_type_nested_deep_is_no_type_not_a_crash() -> None:
+    deep = b"[" * 1_000 + b"]" * 1_000
+    field = b'{"field":"v","optional":true,"type":' + deep + b',"name":' + deep + b"}"
+    schema = b'{"type":"struct","fields":[{"field":"after","fields":[' + field + b"]}]}"
+    payload = b'{"source":{"db":"d","table":"t","commit_ts":2},"op":"c","after":{"v":"x"}}'
+    (row,) = DebeziumCodec().decode(None, b'{"payload":' + payload + b',"schema":' + schema + b"}")
+    assert isinstance(row, RowChange)
+    assert row.new == {"v": "x"}

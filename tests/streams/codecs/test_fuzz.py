@@ -5,11 +5,26 @@ long budget)."""
 
 from __future__ import annotations
 
+import contextlib
+import random
+
 import pytest
 
+from config.errors import DecodeError, TicdcSinkError
 from core.native import native_module
+from streams.codecs.simple import SimpleJSONCodec
 from tests.conftest import missing, shared_folder
-from tests.streams.codecs.fuzz import PROTOCOLS, PYTHON_ONLY, Sides, Tally, check, fuzz, table
+from tests.streams.codecs.fuzz import (
+    PROTOCOLS,
+    PYTHON_ONLY,
+    Sides,
+    Tally,
+    check,
+    fuzz,
+    seeds,
+    table,
+)
+from tests.streams.codecs.fuzz_values import past_limits
 
 MUTATIONS = 10_000
 
@@ -43,3 +58,26 @@ def test_a_disagreement_and_a_foreign_exception_are_counted() -> None:
     resolved = (1).to_bytes(8, "big") + (14).to_bytes(8, "big") + b'{"ts":5,"t":3}'
     check(sides, (resolved, b""), tally)
     assert tally.disagreements == 1 and not tally.clean
+
+
+def test_values_past_declared_bounds_reach_the_checks() -> None:
+    """The fuzzer's bound mutations make Simple values the length and member checks refuse."""
+    messages = seeds("simple", shared_folder("conformance"))
+    codec = SimpleJSONCodec(native=False)
+    rng = random.Random(0)
+    reasons = []
+    for key, value in messages:
+        with contextlib.suppress(TicdcSinkError):
+            codec.decode(key, value)
+    for _ in range(2_000):
+        key, value = rng.choice(messages)
+        try:
+            codec.decode(key, past_limits(rng, value) or value)
+        except DecodeError as error:
+            reasons.append(error.reason)
+        except TicdcSinkError:
+            pass
+    assert any("characters, past the" in r for r in reasons)
+    assert any("bytes, past the" in r for r in reasons)
+    assert any("members of this enum" in r for r in reasons)
+    assert any("members of this set" in r for r in reasons)
