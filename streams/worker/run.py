@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import logging
 import os
+import sys
+from typing import Any, NoReturn
 
 import redis
 from aiokafka.errors import KafkaError
@@ -84,8 +86,31 @@ def _run_worker(settings: Settings) -> int:
         # Faust ends every run with SystemExit; a line that stopped (a halt) makes it a failure.
         if built.line.failure is not None:
             raise built.line.failure from None
+        lost = kafka_lost_at_start(worker)
+        if lost is not None:
+            _start_again(lost)
         raise
     return 0
+
+
+def kafka_lost_at_start(worker: Any) -> KafkaError | None:
+    """The error Faust's start-up failed on when Kafka went away after the worker's own wait for
+    it (Faust's clients try each bootstrap server once); None when the worker ended otherwise."""
+    # mode's Worker keeps its start-up future; its error is the cause of the SystemExit.
+    started = getattr(worker, "_starting_fut", None)
+    if started is None or not started.done() or started.cancelled():
+        return None
+    error = started.exception()
+    return error if isinstance(error, KafkaError) and error.retriable else None
+
+
+def _start_again(error: KafkaError) -> NoReturn:
+    """Run the worker's command again in this process (same pid, arguments and environment):
+    Faust's app cannot start twice, and the new start waits for Kafka as the first did."""
+    # aiokafka's errors name their type in their text.
+    log.warning("Kafka went away while the worker started (%s); starting again", error)
+    sys.stderr.flush()
+    os.execv(sys.executable, sys.orig_argv)
 
 
 def wait_for_registry(settings: Settings, staging: Staging) -> None:
