@@ -27,10 +27,6 @@ CHATTY_LOGGERS = ("faust", "mode", "aiokafka", "kafka", "py4j", "asyncio", "stre
 # the same line from it passes once in this many seconds, so an outage reads as one line.
 LIBRARY_REPEAT_S = 60.0
 
-# The end of mode's record of the error its worker's start-up failed on (with the traceback);
-# its service logger puts the service's name before it.
-STARTUP_ERROR = "Error: %r"
-
 # The pipeline of a record logged before the settings named one.
 NO_PIPELINE = "-"
 
@@ -136,18 +132,7 @@ class _RetoldErrorFilter(logging.Filter):
             return True
         if record.exc_info and isinstance(record.exc_info[1], TicdcSinkError):
             return False
-        startup_error = str(record.msg).endswith(STARTUP_ERROR)
-        if record.exc_info and startup_error and _retriable(record.exc_info[1]):
-            # The worker starts again and says so in a line of its own (streams/worker/run.py).
-            return False
         return "We experienced a crash!" not in str(record.msg)
-
-
-def _retriable(error: BaseException | None) -> bool:
-    """Whether ``error`` is a Kafka client error its client calls retriable (a broker away)."""
-    return type(error).__module__.startswith("aiokafka") and bool(
-        getattr(error, "retriable", False)
-    )
 
 
 def configure_logging(

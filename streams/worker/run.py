@@ -29,6 +29,9 @@ from streams.worker.topics import matched_at_start, record_partition_counts
 
 log = logging.getLogger("ticdc_sink.worker")
 
+# The end of mode's record of the error its worker's start-up failed on.
+STARTUP_ERROR = "Error: %r"
+
 
 def run_worker(settings: Settings) -> int:
     """Run a worker until it is stopped (SIGTERM/SIGINT)."""
@@ -76,6 +79,8 @@ def _run_worker(settings: Settings) -> int:
         _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
     worker = Worker(built.app, quiet=True, override_logging=False)
+    # mode's services log as their class's module does.
+    logging.getLogger(Worker.__module__).addFilter(_StartingAgain())
     # Faust's start-up spinner writes terminal escape codes into the log: none.
     worker.spinner = None
     # Each fetched chunk makes Faust messages and records by the thousand (core/collector.py).
@@ -101,7 +106,22 @@ def kafka_lost_at_start(worker: Any) -> KafkaError | None:
     if started is None or not started.done() or started.cancelled():
         return None
     error = started.exception()
-    return error if isinstance(error, KafkaError) and error.retriable else None
+    return error if _kafka_away(error) else None
+
+
+def _kafka_away(error: BaseException | None) -> bool:
+    """Whether ``error`` is one a Kafka client calls retriable (a broker away, say)."""
+    return isinstance(error, KafkaError) and error.retriable
+
+
+class _StartingAgain(logging.Filter):
+    """Drops mode's record (with its traceback) of a start-up that failed on Kafka: the worker
+    starts again and says so in one line of its own (:func:`_start_again`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # mode puts the service's name before its message: "[^Worker]: Error: %r".
+        failed_start = str(record.msg).endswith(STARTUP_ERROR)
+        return not (failed_start and record.exc_info and _kafka_away(record.exc_info[1]))
 
 
 def _start_again(error: KafkaError) -> NoReturn:
