@@ -604,6 +604,18 @@ class SinkSettings(SettingsGroup):
         alias="batch_rows",
         description="rows per micro-batch of the sink (cut between transactions only)",
     )
+    # A downstream transaction costs MariaDB/InnoDB more per table the more tables it holds
+    # (each one's locks and open handle stay to the commit): thousands of small tables in one
+    # batch apply several times slower than in batches of hundreds, while a batch's fixed cost
+    # (a commit, the checkpoint) stays small per table at this size.
+    batch_tables: int = Field(
+        default=500,
+        gt=0,
+        alias="batch_tables",
+        description="tables per micro-batch of the sink: a batch also ends once its changes "
+        "reach this many tables (cut between transactions only; one transaction touching more "
+        "stays whole)",
+    )
     # What bounds the sink's memory on one huge upstream transaction (a bulk load, a mass
     # DELETE): ~2 KiB a 10-column change held, and up to four parts in flight (applied, queued,
     # planned, being read), well under 1 GiB; large enough that a part's fixed cost (a LOAD

@@ -1,21 +1,22 @@
 """A batch applied atomically with the checkpoint.
 
 Each table's rows go into a staging table in the meta database (typed like the target, every
-column NULL-able, plus a delete flag), loaded the way :func:`~spark_sink.load.loaders.load_path`
-picks; then ONE transaction deletes, upserts every table from its staging table and advances the
-checkpoint, so the downstream moves from one upstream TSO to the next atomically. A table whose
-upserts may load in place (:func:`~spark_sink.load.loaders.in_place`) skips its staging table for
-them: they load straight into it, in that same transaction. A batch that fails on something the
-downstream refuses is tried row by row to name the refused rows (:mod:`spark_sink.refused`).
+column NULL-able, plus a delete flag; made when rows first load into it), loaded the way
+:func:`~spark_sink.load.loaders.load_path` picks; then ONE transaction deletes, upserts every
+table from its staging table and advances the checkpoint, so the downstream moves from one
+upstream TSO to the next atomically. A table whose upserts may load in place
+(:func:`~spark_sink.load.loaders.in_place`) skips its staging table for them: they load straight
+into it, in that same transaction. A batch that fails on something the downstream refuses is
+tried row by row to name the refused rows (:mod:`spark_sink.refused`).
 
 An upstream transaction larger than a chunk comes in parts (:mod:`spark_sink.batches`), applied by
 :meth:`BatchApplier.apply_part` into ONE downstream transaction the first part opens: each part
-runs its deletes at once and loads its images into the staging tables over the driver (never in
-place, never through Spark, whose loads commit on their own connections); after the last part's
-deletes every staged image is upserted and the checkpoint commits. So within the transaction
-every removal still comes before every new image, as :func:`~spark_sink.plan.plan_batch` orders
-them within one commit ts, and the sink holds one part, never the transaction. A failure rolls
-every part back; the loop then reads the transaction again from the checkpoint.
+runs its deletes at once and loads its images over the driver (never through Spark, whose loads
+commit on their own connections), in place or into the staging tables; after the last part's
+deletes every staged image is upserted and the checkpoint commits. So every removal still comes
+before every new image, as :func:`~spark_sink.plan.plan_batch` orders them within one commit ts,
+and the sink holds one part, never the transaction. A failure rolls every part back; the loop
+then reads the transaction again from the checkpoint.
 
 A chunk of a transaction split with ``TICDC_SINK_SPLIT_LARGE_TXN`` is applied as a batch too,
 its position recorded instead of the checkpoint (:mod:`spark_sink.apply_chunk`,
@@ -41,15 +42,19 @@ from spark_sink.db.checkpoint import CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection, connect
 from spark_sink.db.retries import with_retries
 from spark_sink.load.loaders import (
-    InsertLoader,
-    LoadDataLoader,
     Loader,
     LoadPath,
-    SparkLoader,
-    load_in_place,
     load_path,
+    loader,
+    run_statements,
 )
-from spark_sink.load.merge import merge_deletes, merge_staged, staged_columns, upsert_from_staging
+from spark_sink.load.merge import (
+    merge_deletes,
+    merge_tables,
+    staged_columns,
+    upsert_from_staging,
+    upsert_in_place,
+)
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.load.staging_tables import StagingTables
 from spark_sink.open_parts import OpenParts, PartStage
@@ -202,21 +207,12 @@ class BatchApplier:
                 except ApplyError:
                     continue  # a missing table fails the batch for another reason
                 if item is not None:
+                    self.tables.make(item, cursor.execute)
                     staged.append(item)
             refused = refused_rows(cursor, dialect, staged)
         # The tries wrote into the staging tables (rolled back, but known empty no more).
         self.tables.known_empty(conn).clear()
         return refused
-
-    def loader(self, path: LoadPath) -> Loader:
-        """The loader that loads by ``path``."""
-        dialect = self.connection.dialect
-        if path is LoadPath.SPARK:
-            downstream = self.settings.downstream
-            return SparkLoader(self.spark, downstream.url, downstream.meta_db, dialect)
-        if path is LoadPath.LOAD_DATA:
-            return LoadDataLoader(dialect)
-        return InsertLoader()
 
     def committed_upto(self, resolved_ts: int) -> bool:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
@@ -227,32 +223,31 @@ class BatchApplier:
         dialect = self.connection.dialect
         empty = self.tables.known_empty(conn)
         cursor = conn.cursor()
-        staged = [
-            s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None
-        ]
+        staged = self._staged(cursor, plans)
         paths = [self._load_path(cursor, item) for item in staged]
-        for item in staged:
-            if item.stage not in empty:
+        # Loaded in place, a table stages only the images it deletes (key-less tables).
+        loads = [
+            item.only_deletes() if path is LoadPath.IN_PLACE else item
+            for item, path in zip(staged, paths, strict=True)
+        ]
+        for load in (load for load in loads if load.images):
+            self.tables.make(load, cursor.execute)
+            if load.stage not in empty:
                 # What a failed batch or a crash left behind (DELETE: no DDL, nothing to commit).
-                cursor.execute(dialect.clear_staging(item.stage))
+                cursor.execute(dialect.clear_staging(load.stage))
         # Commit the clean-up: Spark's own connections load next and must not wait on its locks.
         conn.commit()
         cleanups = []
-        for item, path in zip(staged, paths, strict=True):
-            # Loaded in place, a table stages only the images it deletes (key-less tables).
-            part = item.only_deletes() if path is LoadPath.IN_PLACE else item
-            if not part.images:
+        for load, path in zip(loads, paths, strict=True):
+            if not load.images:
                 continue
-            empty.discard(item.stage)
+            empty.discard(load.stage)
             self.loader(LoadPath.LOAD_DATA if path is LoadPath.IN_PLACE else path).load(
-                cursor, part
+                cursor, load
             )
             committed = path is LoadPath.SPARK
-            cleanups.append(dialect.empty_staging(item.stage, len(part.images), committed))
-        merged = sum(
-            merge_staged(cursor, dialect, item, path is LoadPath.IN_PLACE)
-            for item, path in zip(staged, paths, strict=True)
-        )
+            cleanups.append(dialect.empty_staging(load.stage, len(load.images), committed))
+        merged = merge_tables(cursor, dialect, staged, [p is LoadPath.IN_PLACE for p in paths])
         for cleanup in cleanups:
             if cleanup.in_batch:
                 cursor.execute(cleanup.statement)
@@ -263,7 +258,7 @@ class BatchApplier:
             cursor.execute(statement)
         if after:
             conn.commit()
-        empty.update(item.stage for item in staged)
+        empty.update(load.stage for load in loads if load.images)
         return merged
 
     def _apply_part(
@@ -291,24 +286,22 @@ class BatchApplier:
             )
         empty = self.tables.known_empty(conn)
         cursor = conn.cursor()
-        # A staging table a later part needs first is made outside the transaction: a DDL would
-        # commit the parts before, and TiDB's transaction cannot see a table made after it began.
-        deferred: list[str] = []
-        staged = [
-            s
-            for plan in plans
-            if (s := self.tables.staged(cursor, dialect, plan, deferred.append if joins else None))
-            is not None
-        ]
-        if deferred:
-            self._restart_with(deferred, resolved_ts)
-        for item in staged:
+        staged = self._staged(cursor, plans)
+        # Once a part's images met a later part's removals, every image is staged (below).
+        placed = [self._load_path(cursor, i) is LoadPath.IN_PLACE for i in staged]
+        placed = [place and resolved_ts != self._staged_ts for place in placed]
+        loads = [i.only_deletes() if p else i for i, p in zip(staged, placed, strict=True)]
+        needed = [load for load in loads if load.images and not self.tables.made(load)]
+        if needed and joins:
+            # Made outside the transaction: a DDL would commit the parts before, and TiDB's
+            # transaction cannot see a table made after it began.
+            self._restart_with(needed, resolved_ts)
+        for load in needed:
+            self.tables.make(load, cursor.execute)
+        statements: list[str] = []
+        for item, place, load in zip(staged, placed, loads, strict=True):
             stage = parts.stages.get(item.stage)
             if stage is None:
-                if item.stage not in empty:
-                    # What a failed batch or a crash left behind, in this transaction.
-                    cursor.execute(dialect.clear_staging(item.stage))
-                empty.discard(item.stage)
                 stage = parts.stages[item.stage] = PartStage(item.target, [])
             if item.plan.deletes and stage.in_place:
                 # Images an earlier part loaded in place may be what this part's removals
@@ -319,33 +312,36 @@ class BatchApplier:
                     "rows in place; it is applied again, every image through a staging table"
                 )
             stage.columns.extend(c for c in staged_columns(item) if c not in stage.columns)
-            place = (
-                resolved_ts != self._staged_ts
-                and self._load_path(cursor, item) is LoadPath.IN_PLACE
-            )
-            part = item.only_deletes() if place else item
-            if part.images:
-                self._driver_loader().load(cursor, part)
-                stage.rows += len(part.images)
-                stage.images += len(part.images) - part.deletes
+            if load.images:
+                if not stage.rows and item.stage not in empty:
+                    # What a failed batch or a crash left behind, in this transaction.
+                    cursor.execute(dialect.clear_staging(item.stage))
+                empty.discard(item.stage)
+                # Over the sink's connection, inside its transaction: never through Spark.
+                self.loader(
+                    LoadPath.LOAD_DATA if self.connection.local_infile else LoadPath.INSERT
+                ).load(cursor, load)
+                stage.rows += len(load.images)
+                stage.images += len(load.images) - load.deletes
             parts.merged += merge_deletes(cursor, dialect, item)
             if place and item.plan.upserts:
                 # After this part's deletes, as a whole batch loads in place after its own.
-                parts.merged += load_in_place(cursor, dialect, item)
+                parts.merged += upsert_in_place(cursor, dialect, item, statements)
                 stage.in_place = True
             if item.deletes and continued:
                 # This part's delete images are done; the next part numbers its own from 1.
                 cursor.execute(dialect.clear_staged_deletes(item.stage, DELETE_FLAG))
+        run_statements(cursor, dialect, statements)
         if continued:
             return 0
-        for stage_name, stage in parts.stages.items():
+        used = {name: stage for name, stage in parts.stages.items() if stage.rows}
+        for stage_name, stage in used.items():
             if stage.images:
                 parts.merged += upsert_from_staging(
                     cursor, dialect, stage.target, stage_name, stage.columns
                 )
         cleanups = [
-            dialect.empty_staging(name, stage.rows, committed=False)
-            for name, stage in parts.stages.items()
+            dialect.empty_staging(name, stage.rows, committed=False) for name, stage in used.items()
         ]
         for cleanup in cleanups:
             if cleanup.in_batch:
@@ -358,17 +354,17 @@ class BatchApplier:
             cursor.execute(statement)
         if after:
             conn.commit()
-        empty.update(parts.stages)
+        empty.update(used)
         return parts.merged
 
-    def _restart_with(self, creates: list[str], resolved_ts: int) -> None:
-        """Roll the parts back, make the staging tables of ``creates`` and have the transaction
+    def _restart_with(self, needed: list[StagedTable], resolved_ts: int) -> None:
+        """Roll the parts back, make the staging tables of ``needed`` and have the transaction
         applied again (its parts then find every one of them made)."""
         self.abandon()
         try:
             with connect(self.settings, autocommit=True) as conn, conn.cursor() as cursor:
-                for statement in creates:
-                    cursor.execute(statement)
+                for item in needed:
+                    self.tables.make(item, cursor.execute)
         except Exception:
             self.tables.forget_created()
             raise
@@ -377,19 +373,27 @@ class BatchApplier:
             "its first; it is applied again, the table's staging table made first"
         )
 
-    def _driver_loader(self) -> Loader:
-        """A part's loader: over the sink's connection, inside its transaction."""
-        if self.connection.local_infile:
-            return self.loader(LoadPath.LOAD_DATA)
-        return InsertLoader()
+    def loader(self, path: LoadPath) -> Loader:
+        """The loader that loads by ``path``."""
+        downstream = self.settings.downstream
+        return loader(path, self.connection.dialect, self.spark, downstream.url, downstream.meta_db)
+
+    def _staged(self, cursor: Any, plans: Sequence[TablePlan]) -> list[StagedTable]:
+        """The batch's tables as they stage (their layouts and facts read, new ones at once)."""
+        self.tables.learn(cursor, plans, self._may_load_in_place())
+        dialect = self.connection.dialect
+        return [s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None]
+
+    def _may_load_in_place(self) -> bool:
+        """Whether the sink and the downstream let any table's rows load in place."""
+        return (
+            self.connection.local_infile
+            and self.settings.sink.load_in_place
+            and self.connection.dialect.loads_in_place()
+        )
 
     def _load_path(self, cursor: Any, item: StagedTable) -> LoadPath:
         """How ``item``'s rows are loaded, as :func:`load_path` decides."""
+        direct = self._may_load_in_place() and self.tables.in_place(cursor, item)
         allowed = self.connection.local_infile
-        direct = (
-            allowed
-            and self.settings.sink.load_in_place
-            and self.connection.dialect.loads_in_place()
-            and self.tables.in_place(cursor, item)
-        )
         return load_path(len(item.images), self.settings.spark.min_rows, allowed, direct)

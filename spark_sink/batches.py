@@ -96,11 +96,13 @@ def planned_batches(
     pipeline: str = "",
     chunk_rows: int | None = None,
     chunk_bytes: int | None = None,
+    batch_tables: int | None = None,
 ) -> Iterator[PlannedBatch | DDLEvent]:
     """``released`` (commit-ts order, up to ``resolved``) as planned batches of at most about
     ``batch_rows`` changes (the first ones smaller, from ``first``: see the module notes), each
     DDL in its place between them; the last batch ends at ``resolved`` (it may be empty: the
-    checkpoint still moves). A transaction of more than ``chunk_rows`` changes comes in parts
+    checkpoint still moves). A batch also ends, between transactions, once its changes reach
+    ``batch_tables`` tables. A transaction of more than ``chunk_rows`` changes comes in parts
     of ``chunk_rows``, or fewer once a part's values pass ``chunk_bytes`` (:func:`change_bytes`
     of every :data:`BYTES_SAMPLE`-th change, times that;
     :attr:`PlannedBatch.continued` on every part but its last). The time
@@ -114,7 +116,12 @@ def planned_batches(
     part_bytes, full, countdown = 0, False, sample
     sizes = batch_sizes(batch_rows, first)
     size = next(sizes)
+    most_tables = batch_tables or sys.maxsize
     batch: list[RowChange] = []
+    # The tables of the batch's changes so far, and the last change's (changes come in runs
+    # of one table: a set insert per run, not per change).
+    tables: set[tuple[str, str]] = set()
+    last_table: tuple[str, str] | None = None
     # Where the current commit ts starts in ``batch``, and the parts of it handed over so far.
     start = 0
     part = 0
@@ -126,6 +133,7 @@ def planned_batches(
             yield _planned(batch, item.ddl.commit_ts, clock, part)
             clock.restart()
             batch, start, part, current = [], 0, 0, None
+            tables, last_table = set(), None
             yield item.ddl
             clock.restart()
             continue
@@ -136,11 +144,13 @@ def planned_batches(
                 yield _planned(batch, current or ts, clock, part)
                 clock.restart()
                 batch, part = [], 0
+                tables, last_table = set(), None
                 size = next(sizes)
-            elif len(batch) >= size:
+            elif len(batch) >= size or len(tables) >= most_tables:
                 yield _planned(batch, batch[-1].commit_ts, clock)
                 clock.restart()
                 batch = []
+                tables, last_table = set(), None
                 size = next(sizes)
             start, current = len(batch), ts
             part_bytes, full, countdown = 0, False, sample
@@ -155,6 +165,9 @@ def planned_batches(
             batch, part = [], part + 1
             part_bytes, full, countdown = 0, False, sample
         batch.append(item)
+        if (item.schema, item.table) != last_table:
+            last_table = (item.schema, item.table)
+            tables.add(last_table)
         if countdown:
             countdown -= 1
             if not countdown:

@@ -131,7 +131,7 @@ def refused_rows(cursor: Any, dialect: Dialect, staged: Sequence[StagedTable]) -
     refused = []
     for item in staged:
         found = find_refused(
-            cursor, item.plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
+            cursor, dialect, item.plan, item.stage, item.columns, item.target, {DELETE_FLAG: 0}
         )
         refused += found or find_refused_by_target(cursor, dialect, item)
     cursor.connection.rollback()  # the reads above leave no snapshot to the batch's transaction
@@ -152,8 +152,8 @@ def find_refused_by_target(cursor: Any, dialect: Dialect, item: StagedTable) -> 
         for key, image in plan.upserts.items()
     ]
     found: list[tuple[_Probe, str]] = []
-    cursor.execute("SET @tcs_mode = @@SESSION.sql_mode")
-    cursor.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')")
+    for statement in dialect.strict_session():
+        cursor.execute(statement)
     try:
         if item.keyed and plan.deletes:
             # A row the batch deletes may hold a unique value one of its upserts takes over.
@@ -165,12 +165,13 @@ def find_refused_by_target(cursor: Any, dialect: Dialect, item: StagedTable) -> 
         _bisect(cursor, sql, rows, found)
     finally:
         cursor.connection.rollback()
-        cursor.execute("SET SESSION sql_mode = @tcs_mode")
+        cursor.execute(dialect.restore_session())
     return [_refused(cursor, plan, item.target, keys, row, message) for row, message in found]
 
 
 def find_refused(
     cursor: Any,
+    dialect: Dialect,
     plan: TablePlan,
     stage: str,
     columns: Sequence[Column],
@@ -196,13 +197,13 @@ def find_refused(
     found: list[tuple[_Probe, str]] = []
     # Strict for the probe: a server that would only warn and clip refuses here, as the load
     # (which checks warnings) refused the batch.
-    cursor.execute("SET @tcs_mode = @@SESSION.sql_mode")
-    cursor.execute("SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')")
+    for statement in dialect.strict_session():
+        cursor.execute(statement)
     try:
         _bisect(cursor, sql, rows, found)
     finally:
         cursor.connection.rollback()
-        cursor.execute("SET SESSION sql_mode = @tcs_mode")
+        cursor.execute(dialect.restore_session())
     refused = [
         _refused(cursor, plan, target, keys, row, message.replace(stage, target))
         for row, message in found

@@ -141,6 +141,7 @@ def planned_rounds(
             pipeline,
             settings.sink.chunk_rows,
             settings.sink.chunk_bytes,
+            settings.sink.batch_tables,
         )
         for step in steps:
             yield step

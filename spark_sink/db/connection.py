@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pymysql
+from pymysql.constants import CLIENT
 
 from config.errors import ConfigError
 from config.settings import Settings, SslMode, env_name
@@ -100,7 +101,10 @@ class SinkConnection:
     def open(self) -> Any:
         """The open connection, made (and the server read) when there is none."""
         if self._conn is None or not self._conn.open:
-            self._conn = connect(self.settings, local_infile=True)
+            # Many statements to a round trip: small tables' upserts go so (loaders.run_statements).
+            self._conn = connect(
+                self.settings, local_infile=True, client_flag=CLIENT.MULTI_STATEMENTS
+            )
             with self._conn.cursor() as cursor:
                 self.dialect = server_dialect(cursor)
                 self.local_infile = _local_infile_on(cursor, self.dialect)

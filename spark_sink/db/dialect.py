@@ -307,6 +307,18 @@ class Dialect:
     def rollback_to(self, name: str) -> str:
         return f"ROLLBACK TO SAVEPOINT {name}"
 
+    def strict_session(self) -> list[str]:
+        """Statements that make the session refuse what a lax ``sql_mode`` would only warn
+        about and clip, keeping the mode for :meth:`restore_session`."""
+        return [
+            "SET @tcs_mode = @@SESSION.sql_mode",
+            "SET SESSION sql_mode = CONCAT(@@SESSION.sql_mode, ',STRICT_ALL_TABLES')",
+        ]
+
+    def restore_session(self) -> str:
+        """The statement that gives the session back the mode :meth:`strict_session` kept."""
+        return "SET SESSION sql_mode = @tcs_mode"
+
     def local_infile_query(self) -> str:
         """A query whose one value says whether the server takes LOAD DATA LOCAL."""
         return "SELECT @@GLOBAL.local_infile"

@@ -3,6 +3,7 @@ facts that decide whether rows may replace its rows in place; and how a table is
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,9 @@ from spark_sink.db.dialect import quote
 
 # Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
 INDEX_PREFIX = 191
+# Table names per information_schema query of several tables (MariaDB and MySQL look an IN
+# list's names up one by one instead of opening every table of the schema).
+NAMES_PER_QUERY = 1_000
 # Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
 # but a string by its bytes or its name.
 _NUMERIC_STAGING = ("bit", "enum", "set")
@@ -72,9 +76,39 @@ def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
     )
     rows = cursor.fetchall()
     return [
-        Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
-        for name, column_type, data_type, extra in rows
+        _column(name, column_type, data_type, extra) for name, column_type, data_type, extra in rows
     ]
+
+
+def _column(name: str, column_type: str, data_type: str, extra: str | None) -> Column:
+    return Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
+
+
+def _named(tables: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """``tables`` in runs of :data:`NAMES_PER_QUERY`, each with its IN list's placeholders."""
+    runs = []
+    for start in range(0, len(tables), NAMES_PER_QUERY):
+        run = list(tables[start : start + NAMES_PER_QUERY])
+        runs.append((", ".join(["%s"] * len(run)), run))
+    return runs
+
+
+def tables_columns(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str, list[Column]]:
+    """:func:`table_columns` of each of ``tables`` that exists, a query per
+    :data:`NAMES_PER_QUERY` tables instead of one a table."""
+    found: dict[str, list[Column]] = {}
+    for marks, names in _named(tables):
+        cursor.execute(
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA "
+            "FROM information_schema.COLUMNS "
+            f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks}) "
+            "ORDER BY TABLE_NAME, ORDINAL_POSITION",
+            (schema, *names),
+        )
+        for table, *column in cursor.fetchall():
+            found.setdefault(table, []).append(_column(*column))
+    # information_schema may compare names without case: only a table's own name is its.
+    return {table: columns for table, columns in found.items() if table in set(tables)}
 
 
 @dataclass(frozen=True)
@@ -124,8 +158,39 @@ def table_facts(
         (schema, table),
     )
     (triggers,) = cursor.fetchone()
-    return TableFacts(
-        frozenset(frozenset(columns) for columns in keys.values()),
-        table.lower() in referenced,
-        int(triggers) > 0,
-    )
+    return TableFacts(_unique_keys(keys), table.lower() in referenced, int(triggers) > 0)
+
+
+def _unique_keys(keys: dict[str, set[str]]) -> frozenset[frozenset[str]]:
+    return frozenset(frozenset(columns) for columns in keys.values())
+
+
+def tables_facts(
+    cursor: Any, schema: str, tables: Sequence[str], referenced: frozenset[str]
+) -> dict[str, TableFacts]:
+    """:func:`table_facts` of each of ``tables`` (existing ones: see :func:`tables_columns`),
+    two queries per :data:`NAMES_PER_QUERY` tables instead of two a table."""
+    keys: dict[str, dict[str, set[str]]] = {table: {} for table in tables}
+    triggered: set[str] = set()
+    for marks, names in _named(tables):
+        cursor.execute(
+            "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
+            f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks}) AND NON_UNIQUE = 0",
+            (schema, *names),
+        )
+        for table, index, column in cursor.fetchall():
+            if table in keys:
+                keys[table].setdefault(index, set()).add(column)
+        cursor.execute(
+            "SELECT DISTINCT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+            f"WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE IN ({marks})",
+            (schema, *names),
+        )
+        # Without case, as the query of one table compares.
+        triggered.update(table.lower() for (table,) in cursor.fetchall())
+    return {
+        table: TableFacts(
+            _unique_keys(keys[table]), table.lower() in referenced, table.lower() in triggered
+        )
+        for table in tables
+    }

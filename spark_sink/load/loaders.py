@@ -19,14 +19,18 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+from pymysql.constants import SERVER_STATUS
+from pymysql.converters import escape_string
+
 from config.errors import ApplyError, TransientApplyError
 from config.settings import Downstream
+from core.model import Value
 from core.sql import quote
 from spark_sink.db.dialect import Dialect, bindable
 from spark_sink.db.local_infile import serving
 from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.csv_rows import csv_rows
-from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
+from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
 from spark_sink.plan import TablePlan
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -48,6 +52,14 @@ LOST_CONNECTION_MARKERS = (
 # Spark's words for a load whose executor died under it (a killed JVM, a lost worker).
 LOST_EXECUTOR_MARKERS = ("ExecutorLostFailure",)
 
+
+# Up to this many rows, a table's upserts loaded in place go as one statement with the values
+# written in, sent with other tables' in one round trip: a LOAD DATA costs two round trips and
+# a server-side file, which only a bigger table pays back.
+VALUES_MAX_ROWS = 64
+# Bytes of statements sent in one round trip (well under any server's max_allowed_packet); a
+# table's statement larger than this loads by LOAD DATA instead.
+SCRIPT_BYTES = 1 << 20
 
 # The summary a server sends after LOAD DATA.
 _LOAD_INFO = re.compile(r"Records: (\d+)\s+Deleted: \d+\s+Skipped: (\d+)")
@@ -127,6 +139,17 @@ class LoadDataLoader:
         load_csv(cursor, self.dialect, item, into_target=False)
 
 
+def loader(
+    path: LoadPath, dialect: Dialect, spark: Callable[[], Any], downstream: Downstream, meta_db: str
+) -> Loader:
+    """The loader that loads by ``path`` (Spark's into ``meta_db`` of ``downstream``)."""
+    if path is LoadPath.SPARK:
+        return SparkLoader(spark, downstream, meta_db, dialect)
+    if path is LoadPath.LOAD_DATA:
+        return LoadDataLoader(dialect)
+    return InsertLoader()
+
+
 def load_in_place(cursor: Any, dialect: Dialect, item: StagedTable) -> int:
     """LOAD DATA LOCAL of ``item``'s upserts straight into its target (in the batch's
     transaction): REPLACE for a keyed table, an append for a key-less one; returns the rows."""
@@ -174,6 +197,78 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool
             f"rows): {shown or 'rows missing'}"
         )
     return loaded
+
+
+def values_statement(cursor: Any, item: StagedTable) -> str | None:
+    """``item``'s upserts loaded in place (see :func:`load_in_place`) as one REPLACE (keyed)
+    or INSERT (an append of a key-less table's copies) with every value written in as the CSV
+    would carry it (text, binary as hex, BIT/ENUM/SET cast from their number); None when the
+    table has more than :data:`VALUES_MAX_ROWS` such rows or the statement would pass
+    :data:`SCRIPT_BYTES`."""
+    upserts = item.only_upserts()
+    if len(upserts.images) > VALUES_MAX_ROWS:
+        return None
+    quote_text = _text_quoter(cursor.connection)
+    writers = [_literal_writer(column, quote_text) for column in item.columns]
+    names = [column.name for column in item.columns]
+    rows = []
+    size = 0
+    for image in upserts.images:
+        row = "(" + ", ".join(w(image.get(n)) for w, n in zip(writers, names, strict=True)) + ")"
+        size += len(row)
+        if size > SCRIPT_BYTES:
+            return None
+        rows.append(row)
+    verb = "REPLACE" if item.keyed else "INSERT"
+    columns = ", ".join(quote(name) for name in names)
+    return f"{verb} INTO {item.target} ({columns}) VALUES {', '.join(rows)}"
+
+
+def _text_quoter(connection: Any) -> Callable[[str], str]:
+    """How text is quoted on ``connection``: a server in NO_BACKSLASH_ESCAPES mode takes a
+    backslash as it is and only a doubled quote."""
+    if connection.server_status & SERVER_STATUS.SERVER_STATUS_NO_BACKSLASH_ESCAPES:
+        return lambda text: "'" + text.replace("'", "''") + "'"
+    return lambda text: "'" + escape_string(text) + "'"
+
+
+def _literal_writer(column: Column, quote_text: Callable[[str], str]) -> Callable[[Value], str]:
+    """How a value of ``column`` is written into a statement: as the CSV's cell would be read
+    (text quoted, bytes as a hex literal)."""
+    by_number = column.by_number
+
+    def write(value: Value) -> str:
+        if value is None:
+            return "NULL"
+        found = cell(value, column)
+        written = f"X'{found.hex()}'" if isinstance(found, bytes) else quote_text(found)
+        return f"CAST({written} AS UNSIGNED)" if by_number else written
+
+    return write
+
+
+def run_statements(cursor: Any, dialect: Dialect, statements: list[str]) -> None:
+    """Run ``statements`` in order, as many to a round trip as :data:`SCRIPT_BYTES` allows
+    (:func:`scripts`), under a strict session (a lax server's warnings and clipped values
+    become errors, as :func:`load_csv` makes them); the first failure is raised and the rest
+    do not run."""
+    for script in scripts(statements, SCRIPT_BYTES):
+        cursor.execute(";".join([*dialect.strict_session(), *script, dialect.restore_session()]))
+        while cursor.nextset():
+            pass
+
+
+def scripts(statements: list[str], limit: int) -> list[list[str]]:
+    """``statements`` in order, in runs of at most ``limit`` bytes (a longer one alone)."""
+    runs: list[list[str]] = []
+    size = 0
+    for statement in statements:
+        if not runs or size + len(statement) > limit:
+            runs.append([])
+            size = 0
+        runs[-1].append(statement)
+        size += len(statement) + 1
+    return runs
 
 
 def _loaded(info: str, affected: int) -> tuple[int, int]:

@@ -1,6 +1,7 @@
 """Merging one loaded staging table into its target, inside the batch's transaction: deletes
 (by key, or by staged image for a table without one), then one upsert of every staged row (or,
-for a table whose upserts load in place, the load of them straight into it).
+for a table whose upserts load in place, the load of them straight into it: a LOAD DATA, or for
+a few rows a statement with their values, sent with other tables' many to a round trip).
 
 The dialect writes every statement; this module decides which run and in what order. Re-running
 a batch is harmless: the upsert sets final states, and key-less deletes count copies.
@@ -8,10 +9,11 @@ a batch is harmless: the upsert sets final states, and key-less deletes count co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from spark_sink.db.dialect import Dialect
-from spark_sink.load.loaders import load_in_place
+from spark_sink.load.loaders import load_in_place, run_statements, values_statement
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
 
 # Keys per DELETE statement for tables with a key; staged images per DELETE ... IN list.
@@ -20,18 +22,37 @@ DELETE_CHUNK = 1_000
 _COPIES_SAVEPOINT = "tcs_copies"
 
 
-def merge_staged(cursor: Any, dialect: Dialect, item: StagedTable, in_place: bool = False) -> int:
-    """Apply ``item``'s deletes and upserts to its target; returns the rows changed. With
-    ``in_place`` the upserts load straight into the target (nothing was staged for them)."""
-    plan = item.plan
-    merged = merge_deletes(cursor, dialect, item)
-    if plan.upserts and in_place:
-        merged += load_in_place(cursor, dialect, item)
-    elif plan.upserts:
-        merged += upsert_from_staging(
-            cursor, dialect, item.target, item.stage, staged_columns(item)
-        )
+def merge_tables(
+    cursor: Any, dialect: Dialect, staged: Sequence[StagedTable], placed: Sequence[bool]
+) -> int:
+    """Apply the deletes and upserts of every table of a batch to its target (``placed``: its
+    upserts load straight into it, nothing was staged for them); returns the rows changed. The
+    few rows of small tables loaded in place go last, many tables' to a round trip: no other
+    table's rows depend on theirs (no foreign key references, no trigger watches a table
+    loaded in place)."""
+    merged = 0
+    statements: list[str] = []
+    for item, place in zip(staged, placed, strict=True):
+        merged += merge_deletes(cursor, dialect, item)
+        if place and item.plan.upserts:
+            merged += upsert_in_place(cursor, dialect, item, statements)
+        elif item.plan.upserts:
+            merged += upsert_from_staging(
+                cursor, dialect, item.target, item.stage, staged_columns(item)
+            )
+    run_statements(cursor, dialect, statements)
     return merged
+
+
+def upsert_in_place(cursor: Any, dialect: Dialect, item: StagedTable, statements: list[str]) -> int:
+    """Load ``item``'s upserts straight into its target: by LOAD DATA now, or (a few rows) as a
+    statement added to ``statements`` for :func:`~spark_sink.load.loaders.run_statements`;
+    returns the rows."""
+    statement = values_statement(cursor, item)
+    if statement is None:
+        return load_in_place(cursor, dialect, item)
+    statements.append(statement)
+    return len(item.images) - item.deletes
 
 
 def merge_deletes(cursor: Any, dialect: Dialect, item: StagedTable) -> int:

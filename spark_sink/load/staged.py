@@ -34,6 +34,8 @@ class StagedTable:
     # (flag 0; a key-less table's image once per copy to add).
     images: list[dict[str, Value]]
     deletes: int
+    # The CREATE of the staging table (run only when rows load into it).
+    create: str
 
     def flags(self) -> list[int]:
         return [*range(1, self.deletes + 1), *[0] * (len(self.images) - self.deletes)]

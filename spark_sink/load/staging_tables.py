@@ -5,7 +5,7 @@ decide whether its upserts may load in place, and which staging tables are known
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from config.settings import Settings
@@ -18,6 +18,8 @@ from spark_sink.db.tables import (
     table_columns,
     table_facts,
     table_name,
+    tables_columns,
+    tables_facts,
 )
 from spark_sink.drift import missing_columns, missing_table
 from spark_sink.load.loaders import in_place
@@ -44,22 +46,40 @@ class StagingTables:
         self._facts: dict[tuple[str, str], TableFacts] = {}
         # Per downstream schema, its tables a foreign key references (one query a schema).
         self._referenced: dict[str, frozenset[str]] = {}
+        # Per routed table and probe: its staging table's name and CREATE (a digest to compute).
+        self._stages: dict[tuple[str, str, str], tuple[str, str]] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
         self._created: set[str] = set()
         # Staging tables known empty (emptied after their last batch) on the connection named.
         self._empty_on: Any = None
         self._empty: set[str] = set()
 
-    def staged(
-        self,
-        cursor: Any,
-        dialect: Dialect,
-        plan: TablePlan,
-        create: Callable[[str], None] | None = None,
-    ) -> StagedTable | None:
-        """``plan``'s rows as they load into its routed table's staging table (made when this
-        process has not yet, by ``create`` where given, else over ``cursor``); None for a table
-        the routes skip or that drift leaves out."""
+    def learn(self, cursor: Any, plans: Sequence[TablePlan], facts: bool) -> None:
+        """Read the layouts (and, with ``facts``, the facts) of the tables of ``plans`` not
+        known yet: a few queries a schema, where one batch of thousands of tables new to the
+        sink would otherwise cost three a table. A table not found is left to :meth:`staged`,
+        which names it."""
+        unknown: dict[str, list[str]] = {}
+        for plan in plans:
+            routed = self.router.route(plan.schema, plan.table)
+            if routed is not None and routed not in self._layouts:
+                unknown.setdefault(routed[0], []).append(routed[1])
+        for schema, tables in unknown.items():
+            found = tables_columns(cursor, schema, sorted(set(tables)))
+            for table, every in found.items():
+                self._names[schema, table] = frozenset(c.name for c in every)
+                self._layouts[schema, table] = [c for c in every if not c.generated]
+            if facts:
+                referenced = self._referenced.get(schema)
+                if referenced is None:
+                    referenced = self._referenced[schema] = referenced_tables(cursor, schema)
+                for table, known in tables_facts(cursor, schema, list(found), referenced).items():
+                    self._facts[schema, table] = known
+
+    def staged(self, cursor: Any, dialect: Dialect, plan: TablePlan) -> StagedTable | None:
+        """``plan``'s rows as they load into its routed table's staging table (made by
+        :meth:`make`, only when rows load into it); None for a table the routes skip or that
+        drift leaves out."""
         routed = self.router.route(plan.schema, plan.table)
         if routed is None:
             return None
@@ -76,9 +96,7 @@ class StagingTables:
         present = {c.name for c in columns}
         keyed = plan.has_key and all(k in present for k in plan.key_columns)
         indexed = None if plan.has_key else _probe_columns(plan, columns)
-        stage_name = self._stage_table(
-            create or cursor.execute, dialect, schema, table, columns, indexed
-        )
+        stage_name, create = self._stage_table(dialect, schema, table, columns, indexed)
         staged_deletes = [] if keyed else list(plan.deletes.values())
         upserts = list(plan.upserts.values())
         if plan.keyless:
@@ -93,7 +111,20 @@ class StagingTables:
             keyed,
             [*staged_deletes, *upserts],
             len(staged_deletes),
+            create,
         )
+
+    def make(self, item: StagedTable, run: Callable[[str], object]) -> None:
+        """Make ``item``'s staging table by ``run`` (its CREATE) unless this process has: only
+        a table that loads rows into its staging table needs one, which a table loaded in
+        place seldom does."""
+        if item.stage_name not in self._created:
+            run(item.create)
+            self._created.add(item.stage_name)
+
+    def made(self, item: StagedTable) -> bool:
+        """Whether this process has made ``item``'s staging table."""
+        return item.stage_name in self._created
 
     def in_place(self, cursor: Any, item: StagedTable) -> bool:
         """Whether ``item``'s upserts may load straight into its target (its facts are read
@@ -115,6 +146,7 @@ class StagingTables:
         self._names.clear()
         self._facts.clear()
         self._referenced.clear()
+        self._stages.clear()
 
     def forget_created(self) -> None:
         """Make every staging table again when next needed: a CREATE may not have run."""
@@ -130,30 +162,29 @@ class StagingTables:
 
     def _stage_table(
         self,
-        create: Callable[[str], object],
         dialect: Dialect,
         schema: str,
         table: str,
         columns: list[Column],
         indexed: list[Column] | None = None,
-    ) -> str:
-        """The staging table's name, made the first time this process needs it."""
-        layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
+    ) -> tuple[str, str]:
+        """The staging table's name, and the CREATE that makes it."""
         probe = ",".join(c.name for c in indexed) if indexed else ""
+        known = self._stages.get((schema, table, probe))
+        if known is not None:
+            return known
+        layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
         identity = f"{schema}\x00{table}\x00{layout}\x00{probe}\x00{STAGING_LAYOUT}"
         digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
         name = f"stage_{self.settings.group}_{digest}"[:64]
-        if name not in self._created:
-            create(
-                dialect.create_staging(
-                    table_name(self.settings.downstream.meta_db, name),
-                    [f"{quote(c.name)} {c.staging_type} NULL" for c in columns],
-                    DELETE_FLAG,
-                    [c.index_part() for c in indexed or []],
-                )
-            )
-            self._created.add(name)
-        return name
+        create = dialect.create_staging(
+            table_name(self.settings.downstream.meta_db, name),
+            [f"{quote(c.name)} {c.staging_type} NULL" for c in columns],
+            DELETE_FLAG,
+            [c.index_part() for c in indexed or []],
+        )
+        self._stages[schema, table, probe] = (name, create)
+        return name, create
 
 
 def _probe_columns(plan: TablePlan, columns: list[Column]) -> list[Column] | None:

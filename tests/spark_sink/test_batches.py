@@ -78,6 +78,48 @@ def test_batches_keep_order_ddl_places_and_whole_transactions(
         assert len([i for i in ids if ts_of[i] != last]) < size
 
 
+@st.composite
+def over_tables(draw: st.DrawFn) -> list[RowChange | Barrier]:
+    """Transactions of rows over a few tables, in commit-ts order."""
+    items: list[RowChange | Barrier] = []
+    ts = TS
+    for size in draw(st.lists(st.integers(1, 4), max_size=30)):
+        ts += 1
+        for _ in range(size):
+            table = f"t{draw(st.integers(0, 6))}"
+            image = {"id": len(items)}
+            items.append(RowChange(ts, "db", table, Op.INSERT, COLUMNS, image, None))
+    return items
+
+
+def _tables(batch: PlannedBatch) -> set[str]:
+    return {plan.table for plan in batch.plans}
+
+
+@given(items=over_tables(), batch_tables=st.integers(1, 5))
+def test_a_batch_ends_between_transactions_once_it_reaches_the_table_limit(
+    items: list[RowChange | Barrier], batch_tables: int
+) -> None:
+    steps = list(planned_batches(iter(items), 10**6, TS + 1_000, 10**6, batch_tables=batch_tables))
+    batches = [s for s in steps if isinstance(s, PlannedBatch)]
+    # Every change once, in its order from batch to batch (a batch's plans group by table).
+    assert [i for b in batches for i in sorted(_ids(b))] == list(range(len(items)))
+    ts_of = {int(i.new["id"]): i.commit_ts for i in items if isinstance(i, RowChange)}  # type: ignore[index, arg-type]
+    for batch, after in itertools.pairwise(batches):
+        ids = _ids(batch)
+        last = ts_of[ids[-1]]
+        # Whole transactions only.
+        assert all(ts_of[i] > last for i in _ids(after))
+        # Cut at the first transaction end where the batch's tables reached the limit.
+        assert len(_tables(batch)) >= batch_tables
+        tables = {
+            item.table
+            for item in items
+            if ts_of[int(item.new["id"])] < last and int(item.new["id"]) in ids
+        }  # type: ignore[union-attr, index, arg-type]
+        assert len(tables) < batch_tables
+
+
 def test_a_round_starts_small_and_grows_to_the_batch_size() -> None:
     # One row per transaction: each batch is cut at exactly its size.
     items: list[RowChange | Barrier] = [

@@ -124,7 +124,9 @@ def _types_columns() -> dict[str, Any]:
 
 
 @ON_EVERY_SERVER
-@pytest.mark.parametrize("path", ["load-data", "load-data-staged", "insert", "spark"])
+@pytest.mark.parametrize(
+    "path", ["load-data", "load-data-file", "load-data-staged", "insert", "spark"]
+)
 def test_every_type_round_trips(
     pipeline: Any,
     scratch_db: str,
@@ -135,6 +137,10 @@ def test_every_type_round_trips(
     settings, _staging, target = pipeline
     if path == "insert":
         without_load_data(monkeypatch)
+    if path == "load-data-file":
+        # Into MariaDB, "load-data" sends these few rows in place as a statement with their
+        # values; this sends them in place as a file.
+        monkeypatch.setattr("spark_sink.load.loaders.VALUES_MAX_ROWS", 0)
     if path == "load-data-staged":
         # Into MariaDB, "load-data" replaces the rows in place; this goes through staging.
         target = Target(settings.updated({"load_in_place": False}))

@@ -12,7 +12,14 @@ import pytest
 from config.settings import Settings
 from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.db.connection import connect
-from spark_sink.db.tables import referenced_tables, table_facts
+from spark_sink.db.tables import (
+    referenced_tables,
+    table_columns,
+    table_facts,
+    tables_columns,
+    tables_facts,
+)
+from spark_sink.load import loaders
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
 
@@ -174,6 +181,81 @@ def test_table_facts_read_keys_foreign_keys_and_triggers(settings: Settings, db:
     assert (parent.referenced, parent.triggers) == (True, False)
     assert child.unique_keys == {frozenset({"id"})}
     assert (child.referenced, child.triggers) == (False, True)
+
+
+def test_the_facts_of_many_tables_at_once_equal_each_tables_own(
+    settings: Settings, db: str
+) -> None:
+    query(
+        settings, f"CREATE TABLE `{db}`.`p` (a INT, b INT, u INT, PRIMARY KEY (a, b), UNIQUE (u))"
+    )
+    query(settings, f"CREATE TABLE `{db}`.`c` (id INT PRIMARY KEY, a INT, b INT, "
+          f"g INT AS (id + 1), FOREIGN KEY (a, b) REFERENCES `{db}`.`p` (a, b))")  # fmt: skip
+    query(settings, f"CREATE TABLE `{db}`.`n` (x INT, y TEXT)")
+    query(settings, f"CREATE TABLE `{db}`.`N` (z INT PRIMARY KEY)")
+    query(
+        settings, f"CREATE TRIGGER `{db}`.`tr` BEFORE INSERT ON `{db}`.`c` FOR EACH ROW SET @x = 1"
+    )
+    names = ["c", "missing", "n", "N", "p"]
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        referenced = referenced_tables(cursor, db)
+        each = {name: table_columns(cursor, db, name) for name in names}
+        columns = tables_columns(cursor, db, names)
+        facts = tables_facts(cursor, db, list(columns), referenced)
+        assert columns == {name: found for name, found in each.items() if found}
+        assert facts == {name: table_facts(cursor, db, name, referenced) for name in columns}
+    assert facts["c"].triggers and facts["p"].referenced
+    assert [c.name for c in columns["c"] if c.generated] == ["g"]
+
+
+def test_a_table_loaded_in_place_gets_no_staging_table(settings: Settings, db: str) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`t` (id INT PRIMARY KEY, v VARCHAR(20))")
+    query(settings, f"CREATE TABLE `{db}`.`k` (id INT PRIMARY KEY, v VARCHAR(20))")
+    target = target_for(settings, db)
+    target.apply_batch(upsert(db, "t", TS + 1, [{"id": 1, "v": "a"}]), TS + 1, 0, {})
+    meta = f"SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}_meta'"
+    # The meta database holds the checkpoint and the split position, no staging table.
+    assert query(settings, meta) == [(2,)]
+    deletes = plan_batch([RowChange(TS + 2, db, "t", Op.DELETE, COLUMNS, None, {"id": 1})])
+    target.apply_batch(deletes, TS + 2, 0, {})
+    assert query(settings, meta) == [(2,)]
+    # Through staging, a table's first batch makes its staging table.
+    target_for(settings, db, load_in_place=False).apply_batch(
+        upsert(db, "k", TS + 3, [{"id": 1, "v": "a"}]), TS + 3, 0, {}
+    )
+    assert query(settings, meta) == [(3,)]
+    assert query(settings, f"SELECT id, v FROM `{db}`.`t`") == []
+
+
+@pytest.mark.parametrize("rows", [1, loaders.VALUES_MAX_ROWS, loaders.VALUES_MAX_ROWS + 1])
+def test_few_rows_go_as_values_many_by_load_data_with_the_same_result(
+    settings: Settings, db: str, rows: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tables = ["a", "b", "c"]
+    for table in tables:
+        query(settings, f"CREATE TABLE `{db}`.`{table}` (id INT PRIMARY KEY, v VARCHAR(20))")
+    sent: list[str] = []
+    run = loaders.run_statements
+
+    def counted(cursor: Any, dialect: Any, statements: list[str]) -> None:
+        sent.extend(statements)
+        run(cursor, dialect, statements)
+
+    monkeypatch.setattr("spark_sink.load.merge.run_statements", counted)
+    target = target_for(settings, db)
+    # A quote and a backslash, written into the statement.
+    first = [{"id": i, "v": f"'{i}\\"} for i in range(rows)]
+    plans = [p for t in tables for p in upsert(db, t, TS + 1, first)]
+    target.apply_batch(plans, TS + 1, 0, {})
+    # A statement a table, or none past the rows a statement takes.
+    assert len(sent) == (0 if rows > loaders.VALUES_MAX_ROWS else 3)
+    again = [{"id": i, "v": f"v{i}"} for i in range(0, rows, 2)]
+    target.apply_batch([p for t in tables for p in upsert(db, t, TS + 2, again)], TS + 2, 0, {})
+    expected = [(i, f"v{i}" if i % 2 == 0 else f"'{i}\\") for i in range(rows)]
+    for table in tables:
+        assert query(settings, f"SELECT id, v FROM `{db}`.`{table}` ORDER BY id") == expected
+    assert len(sent) == (3 if rows > loaders.VALUES_MAX_ROWS else 6)
+    assert all(s.startswith("REPLACE INTO") for s in sent)
 
 
 def test_a_keyless_table_appends_its_copies_and_stages_only_its_deletes(

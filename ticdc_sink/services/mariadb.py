@@ -22,6 +22,11 @@ from ticdc_sink.services.base import (
 # Large enough for bulk statements and the 200k-row benchmark table to stay in memory.
 BUFFER_POOL = "1G"
 MAX_PACKET = "256M"
+# Tables kept open and their definitions cached: a sink writing more tables than these (the
+# defaults are 2,000 and 400) reopens tables in every batch (docs/scaling.md). The open tables
+# are bounded by the open files the server may have (20,000 here, for 500 connections).
+TABLE_OPEN_CACHE = 9_000
+TABLE_DEFINITION_CACHE = 20_000
 
 
 class MariaDBService(LocalService):
@@ -79,4 +84,6 @@ class MariaDBService(LocalService):
             f"--innodb-buffer-pool-size={BUFFER_POOL}",
             f"--max-allowed-packet={MAX_PACKET}",
             "--max-connections=500",
+            f"--table-open-cache={TABLE_OPEN_CACHE}",
+            f"--table-definition-cache={TABLE_DEFINITION_CACHE}",
         ]

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from core.model import ColumnFlag, column_type
 from spark_sink.db.tables import Column, TableFacts
-from spark_sink.load.loaders import LoadPath, in_place, load_path
+from spark_sink.load.loaders import LoadPath, in_place, load_path, scripts
 from spark_sink.plan import TablePlan
 
 PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
@@ -83,3 +85,17 @@ def test_what_makes_a_load_differ_from_an_upsert_keeps_the_staging_table() -> No
     assert not in_place(_plan(keyed=False), False, TARGET, PLAIN)
     # Keyed upstream, its key missing downstream: neither replace nor append.
     assert not in_place(_plan(), False, TARGET, NO_KEY)
+
+
+@given(st.lists(st.text(max_size=30)), st.integers(1, 60))
+def test_statements_go_in_order_in_scripts_within_the_byte_limit(
+    statements: list[str], limit: int
+) -> None:
+    runs = scripts(statements, limit)
+    assert [s for run in runs for s in run] == statements
+    for run in runs:
+        # Joined by ";", a script passes the limit only when it is one longer statement.
+        assert len(";".join(run)) <= limit or len(run) == 1
+    # A run ends only where the next statement would not have fitted.
+    for run, after in itertools.pairwise(runs):
+        assert len(";".join([*run, after[0]])) > limit
