@@ -30,7 +30,7 @@ from spark_sink.db.dialect import Dialect, bindable
 from spark_sink.db.local_infile import serving
 from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.csv_rows import csv_rows
-from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
+from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
 from spark_sink.plan import TablePlan
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -202,26 +202,27 @@ def load_csv(cursor: Any, dialect: Dialect, item: StagedTable, into_target: bool
 def values_statement(cursor: Any, item: StagedTable) -> str | None:
     """``item``'s upserts loaded in place (see :func:`load_in_place`) as one REPLACE (keyed)
     or INSERT (an append of a key-less table's copies) with every value written in as the CSV
-    would carry it (text, binary as hex, BIT/ENUM/SET cast from their number); None when the
-    table has more than :data:`VALUES_MAX_ROWS` such rows or the statement would pass
-    :data:`SCRIPT_BYTES`."""
-    upserts = item.only_upserts()
-    if len(upserts.images) > VALUES_MAX_ROWS:
+    would carry it (:func:`_literal`); None when the table has more than
+    :data:`VALUES_MAX_ROWS` such rows or the statement would pass :data:`SCRIPT_BYTES`."""
+    images = item.images[item.deletes :]
+    if len(images) > VALUES_MAX_ROWS:
         return None
     quote_text = _text_quoter(cursor.connection)
-    writers = [_literal_writer(column, quote_text) for column in item.columns]
-    names = [column.name for column in item.columns]
+    columns = [(c.name, c.binary, c.by_number) for c in item.columns]
     rows = []
     size = 0
-    for image in upserts.images:
-        row = "(" + ", ".join(w(image.get(n)) for w, n in zip(writers, names, strict=True)) + ")"
+    for image in images:
+        cells = [
+            _literal(image.get(n), binary, number, quote_text) for n, binary, number in columns
+        ]
+        row = f"({', '.join(cells)})"
         size += len(row)
         if size > SCRIPT_BYTES:
             return None
         rows.append(row)
     verb = "REPLACE" if item.keyed else "INSERT"
-    columns = ", ".join(quote(name) for name in names)
-    return f"{verb} INTO {item.target} ({columns}) VALUES {', '.join(rows)}"
+    names = ", ".join(quote(name) for name, _, _ in columns)
+    return f"{verb} INTO {item.target} ({names}) VALUES {', '.join(rows)}"
 
 
 def _text_quoter(connection: Any) -> Callable[[str], str]:
@@ -232,19 +233,24 @@ def _text_quoter(connection: Any) -> Callable[[str], str]:
     return lambda text: "'" + escape_string(text) + "'"
 
 
-def _literal_writer(column: Column, quote_text: Callable[[str], str]) -> Callable[[Value], str]:
-    """How a value of ``column`` is written into a statement: as the CSV's cell would be read
-    (text quoted, bytes as a hex literal)."""
-    by_number = column.by_number
-
-    def write(value: Value) -> str:
-        if value is None:
-            return "NULL"
-        found = cell(value, column)
-        written = f"X'{found.hex()}'" if isinstance(found, bytes) else quote_text(found)
-        return f"CAST({written} AS UNSIGNED)" if by_number else written
-
-    return write
+def _literal(value: Value, binary: bool, by_number: bool, quote_text: Callable[[str], str]) -> str:
+    """A value of a column (``binary``, set ``by_number``: BIT, ENUM, SET) written into a
+    statement as the CSV's cell would be read (:func:`~spark_sink.load.staged.cell`): an
+    integer as it is (a number, which BIT, ENUM and SET take by value), bytes as a hex
+    literal, anything else as quoted text (a float by its repr), cast to a number for BIT,
+    ENUM and SET as the CSV's cast does."""
+    if value is None:
+        return "NULL"
+    if type(value) is int and not binary:
+        return str(value)
+    if binary:
+        data = value if isinstance(value, bytes) else str(value).encode()
+        return f"X'{data.hex()}'"
+    if isinstance(value, bytes):
+        written = f"X'{value.hex()}'"
+    else:
+        written = quote_text(repr(value) if isinstance(value, float) else str(value))
+    return f"CAST({written} AS UNSIGNED)" if by_number else written
 
 
 def run_statements(cursor: Any, dialect: Dialect, statements: list[str]) -> None:

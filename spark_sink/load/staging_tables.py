@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from config.settings import Settings
@@ -33,21 +34,40 @@ STAGING_LAYOUT = "2"
 PROBE_PARTS = 8
 
 
+@dataclass(frozen=True)
+class Layout:
+    """A downstream table as a batch writes it: its quoted name, the columns rows set (not the
+    generated ones), and every column's name (generated ones are no drift)."""
+
+    target: str
+    columns: list[Column]
+    names: frozenset[str]
+    present: frozenset[str]
+
+    @classmethod
+    def of(cls, schema: str, table: str, every: list[Column]) -> Layout:
+        columns = [c for c in every if not c.generated]
+        return cls(
+            table_name(schema, table),
+            columns,
+            frozenset(c.name for c in every),
+            frozenset(c.name for c in columns),
+        )
+
+
 class StagingTables:
     """The downstream tables a batch writes and their staging tables, per routed table."""
 
     def __init__(self, settings: Settings, router: Router) -> None:
         self.settings = settings
         self.router = router
-        self._layouts: dict[tuple[str, str], list[Column]] = {}
-        # Every downstream column's name, generated ones too (they are no drift).
-        self._names: dict[tuple[str, str], frozenset[str]] = {}
+        self._layouts: dict[tuple[str, str], Layout] = {}
         # What decides whether a table's rows may replace in place (keys, foreign keys, triggers).
         self._facts: dict[tuple[str, str], TableFacts] = {}
         # Per downstream schema, its tables a foreign key references (one query a schema).
         self._referenced: dict[str, frozenset[str]] = {}
-        # Per routed table and probe: its staging table's name and CREATE (a digest to compute).
-        self._stages: dict[tuple[str, str, str], tuple[str, str]] = {}
+        # Per routed table and probe: its staging table's name, qualified name and CREATE.
+        self._stages: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
         self._created: set[str] = set()
         # Staging tables known empty (emptied after their last batch) on the connection named.
@@ -67,8 +87,7 @@ class StagingTables:
         for schema, tables in unknown.items():
             found = tables_columns(cursor, schema, sorted(set(tables)))
             for table, every in found.items():
-                self._names[schema, table] = frozenset(c.name for c in every)
-                self._layouts[schema, table] = [c for c in every if not c.generated]
+                self._layouts[schema, table] = Layout.of(schema, table, every)
             if facts:
                 referenced = self._referenced.get(schema)
                 if referenced is None:
@@ -84,19 +103,18 @@ class StagingTables:
         if routed is None:
             return None
         schema, table = routed
-        columns = self._layouts.get(routed)
-        if columns is None:
+        layout = self._layouts.get(routed)
+        if layout is None:
             every = table_columns(cursor, schema, table)
             if not every:
                 missing_table(self.settings, plan, f"{schema}.{table}")
                 return None
-            self._names[routed] = frozenset(c.name for c in every)
-            columns = self._layouts[routed] = [c for c in every if not c.generated]
-        missing_columns(self.settings, plan, f"{schema}.{table}", self._names[routed])
-        present = {c.name for c in columns}
-        keyed = plan.has_key and all(k in present for k in plan.key_columns)
+            layout = self._layouts[routed] = Layout.of(schema, table, every)
+        missing_columns(self.settings, plan, f"{schema}.{table}", layout.names)
+        columns = layout.columns
+        keyed = plan.has_key and all(k in layout.present for k in plan.key_columns)
         indexed = None if plan.has_key else _probe_columns(plan, columns)
-        stage_name, create = self._stage_table(dialect, schema, table, columns, indexed)
+        stage_name, stage, create = self._stage_table(dialect, schema, table, columns, indexed)
         staged_deletes = [] if keyed else list(plan.deletes.values())
         upserts = list(plan.upserts.values())
         if plan.keyless:
@@ -104,8 +122,8 @@ class StagingTables:
             upserts = [image for key, image in plan.upserts.items() for _ in range(copies[key])]
         return StagedTable(
             plan,
-            table_name(schema, table),
-            table_name(self.settings.downstream.meta_db, stage_name),
+            layout.target,
+            stage,
             stage_name,
             columns,
             keyed,
@@ -143,7 +161,6 @@ class StagingTables:
     def forget_layouts(self) -> None:
         """Read every table's layout and facts again: a DDL may have changed any of them."""
         self._layouts.clear()
-        self._names.clear()
         self._facts.clear()
         self._referenced.clear()
         self._stages.clear()
@@ -167,8 +184,9 @@ class StagingTables:
         table: str,
         columns: list[Column],
         indexed: list[Column] | None = None,
-    ) -> tuple[str, str]:
-        """The staging table's name, and the CREATE that makes it."""
+    ) -> tuple[str, str, str]:
+        """The staging table's name, its name qualified and quoted, and the CREATE that makes
+        it (a digest to compute: once a table, again after a DDL)."""
         probe = ",".join(c.name for c in indexed) if indexed else ""
         known = self._stages.get((schema, table, probe))
         if known is not None:
@@ -177,14 +195,15 @@ class StagingTables:
         identity = f"{schema}\x00{table}\x00{layout}\x00{probe}\x00{STAGING_LAYOUT}"
         digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
         name = f"stage_{self.settings.group}_{digest}"[:64]
+        qualified = table_name(self.settings.downstream.meta_db, name)
         create = dialect.create_staging(
-            table_name(self.settings.downstream.meta_db, name),
+            qualified,
             [f"{quote(c.name)} {c.staging_type} NULL" for c in columns],
             DELETE_FLAG,
             [c.index_part() for c in indexed or []],
         )
-        self._stages[schema, table, probe] = (name, create)
-        return name, create
+        self._stages[schema, table, probe] = (name, qualified, create)
+        return name, qualified, create
 
 
 def _probe_columns(plan: TablePlan, columns: list[Column]) -> list[Column] | None:
