@@ -29,6 +29,9 @@ class Column:
     column_type: str  # information_schema COLUMN_TYPE, e.g. "bigint(20) unsigned"
     data_type: str
     generated: bool
+    # information_schema COLUMN_KEY: PRI for every primary key column; else UNI or MUL for the
+    # first column of another index (of a unique one too); else empty.
+    key: str = ""
 
     @property
     def binary(self) -> bool:
@@ -70,18 +73,17 @@ class Column:
 def table_columns(cursor: Any, schema: str, table: str) -> list[Column]:
     """The downstream table's columns in order; empty when the table does not exist."""
     cursor.execute(
-        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA FROM information_schema.COLUMNS "
+        "SELECT COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
+        "FROM information_schema.COLUMNS "
         "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
         (schema, table),
     )
-    rows = cursor.fetchall()
-    return [
-        _column(name, column_type, data_type, extra) for name, column_type, data_type, extra in rows
-    ]
+    return [_column(*row) for row in cursor.fetchall()]
 
 
-def _column(name: str, column_type: str, data_type: str, extra: str | None) -> Column:
-    return Column(name, column_type, data_type.lower(), "GENERATED" in (extra or "").upper())
+def _column(name: str, column_type: str, data_type: str, extra: str | None, key: str) -> Column:
+    generated = "GENERATED" in (extra or "").upper()
+    return Column(name, column_type, data_type.lower(), generated, key or "")
 
 
 def _named(tables: Sequence[str]) -> list[tuple[str, list[str]]]:
@@ -99,7 +101,7 @@ def tables_columns(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str,
     found: dict[str, list[Column]] = {}
     for marks, names in _named(tables):
         cursor.execute(
-            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA "
+            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
             "FROM information_schema.COLUMNS "
             f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks}) "
             "ORDER BY TABLE_NAME, ORDINAL_POSITION",
@@ -165,32 +167,52 @@ def _unique_keys(keys: dict[str, set[str]]) -> frozenset[frozenset[str]]:
     return frozenset(frozenset(columns) for columns in keys.values())
 
 
+def triggered_tables(cursor: Any, schema: str) -> frozenset[str]:
+    """The tables of ``schema`` with triggers, their names lowered (one query a schema, as
+    :func:`referenced_tables`)."""
+    cursor.execute(
+        "SELECT DISTINCT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
+        "WHERE EVENT_OBJECT_SCHEMA = %s",
+        (schema,),
+    )
+    # Lowered: information_schema compares names without case, as the query per table did.
+    return frozenset(name.lower() for (name,) in cursor.fetchall())
+
+
 def tables_facts(
-    cursor: Any, schema: str, tables: Sequence[str], referenced: frozenset[str]
+    cursor: Any,
+    schema: str,
+    layouts: dict[str, list[Column]],
+    referenced: frozenset[str],
+    triggered: frozenset[str],
 ) -> dict[str, TableFacts]:
-    """:func:`table_facts` of each of ``tables`` (existing ones: see :func:`tables_columns`),
-    two queries per :data:`NAMES_PER_QUERY` tables instead of two a table."""
-    keys: dict[str, dict[str, set[str]]] = {table: {} for table in tables}
-    triggered: set[str] = set()
-    for marks, names in _named(tables):
+    """:func:`table_facts` of the tables of ``layouts`` (their columns, as
+    :func:`tables_columns` reads them), from ``referenced`` and ``triggered`` (the schema's
+    :func:`referenced_tables` and :func:`triggered_tables`). A table whose columns' keys name
+    no index but its primary key needs no query: its unique keys are that key (a unique index
+    led by a primary key column shows as PRI, so such a key can be missed, never invented: its
+    rows then go through the staging table). The others' unique keys are read a query per
+    :data:`NAMES_PER_QUERY` tables."""
+    keys: dict[str, dict[str, set[str]]] = {}
+    indexed = []
+    for table, columns in layouts.items():
+        if any(c.key not in {"PRI", ""} for c in columns):
+            indexed.append(table)
+        primary = {c.name for c in columns if c.key == "PRI"}
+        keys[table] = {"PRIMARY": primary} if primary else {}
+    for marks, names in _named(indexed):
         cursor.execute(
             "SELECT TABLE_NAME, INDEX_NAME, COLUMN_NAME FROM information_schema.STATISTICS "
             f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks}) AND NON_UNIQUE = 0",
             (schema, *names),
         )
+        found: dict[str, dict[str, set[str]]] = {}
         for table, index, column in cursor.fetchall():
-            if table in keys:
-                keys[table].setdefault(index, set()).add(column)
-        cursor.execute(
-            "SELECT DISTINCT EVENT_OBJECT_TABLE FROM information_schema.TRIGGERS "
-            f"WHERE EVENT_OBJECT_SCHEMA = %s AND EVENT_OBJECT_TABLE IN ({marks})",
-            (schema, *names),
-        )
-        # Without case, as the query of one table compares.
-        triggered.update(table.lower() for (table,) in cursor.fetchall())
+            found.setdefault(table, {}).setdefault(index, set()).add(column)
+        keys.update({table: found.get(table, {}) for table in names})
     return {
         table: TableFacts(
             _unique_keys(keys[table]), table.lower() in referenced, table.lower() in triggered
         )
-        for table in tables
+        for table in layouts
     }

@@ -21,6 +21,7 @@ from spark_sink.db.tables import (
     table_name,
     tables_columns,
     tables_facts,
+    triggered_tables,
 )
 from spark_sink.drift import missing_columns, missing_table
 from spark_sink.load.loaders import in_place
@@ -64,8 +65,10 @@ class StagingTables:
         self._layouts: dict[tuple[str, str], Layout] = {}
         # What decides whether a table's rows may replace in place (keys, foreign keys, triggers).
         self._facts: dict[tuple[str, str], TableFacts] = {}
-        # Per downstream schema, its tables a foreign key references (one query a schema).
+        # Per downstream schema, its tables a foreign key references, and those with triggers
+        # (one query a schema each).
         self._referenced: dict[str, frozenset[str]] = {}
+        self._triggered: dict[str, frozenset[str]] = {}
         # Per routed table and probe: its staging table's name, qualified name and CREATE.
         self._stages: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
@@ -92,8 +95,11 @@ class StagingTables:
                 referenced = self._referenced.get(schema)
                 if referenced is None:
                     referenced = self._referenced[schema] = referenced_tables(cursor, schema)
-                for table, known in tables_facts(cursor, schema, list(found), referenced).items():
-                    self._facts[schema, table] = known
+                triggered = self._triggered.get(schema)
+                if triggered is None:
+                    triggered = self._triggered[schema] = triggered_tables(cursor, schema)
+                known = tables_facts(cursor, schema, found, referenced, triggered)
+                self._facts.update(((schema, table), f) for table, f in known.items())
 
     def staged(self, cursor: Any, dialect: Dialect, plan: TablePlan) -> StagedTable | None:
         """``plan``'s rows as they load into its routed table's staging table (made by
@@ -163,6 +169,7 @@ class StagingTables:
         self._layouts.clear()
         self._facts.clear()
         self._referenced.clear()
+        self._triggered.clear()
         self._stages.clear()
 
     def forget_created(self) -> None:
