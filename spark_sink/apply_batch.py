@@ -380,8 +380,9 @@ class BatchApplier:
 
     def _staged(self, cursor: Any, plans: Sequence[TablePlan]) -> list[StagedTable]:
         """The batch's tables as they stage (their layouts and facts read, new ones at once)."""
-        self.tables.learn(cursor, plans, self._may_load_in_place())
         dialect = self.connection.dialect
+        self.tables.learn(cursor, plans, self._may_load_in_place())
+        self.tables.check_caches(cursor, dialect)
         return [s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None]
 
     def _may_load_in_place(self) -> bool:

@@ -323,6 +323,11 @@ class Dialect:
         """A query whose one value says whether the server takes LOAD DATA LOCAL."""
         return "SELECT @@GLOBAL.local_infile"
 
+    def table_cache_query(self) -> str | None:
+        """A query of how many tables the server keeps open and how many tables' definitions
+        it caches (None: the server has no such limits)."""
+        return "SELECT @@GLOBAL.table_open_cache, @@GLOBAL.table_definition_cache"
+
     # --- DDL and Spark -------------------------------------------------------------------------
 
     def runs_tidb_ddl(self) -> bool:
@@ -416,6 +421,10 @@ class TiDBDialect(Dialect):
 
     def runs_tidb_ddl(self) -> bool:
         return True
+
+    def table_cache_query(self) -> str | None:
+        # TiDB's schema cache holds every table's definition; it opens no table handles.
+        return None
 
     def loads_in_place(self) -> bool:
         # TiDB's LOAD DATA does not join the session's transaction the way InnoDB's does (it has

@@ -5,6 +5,8 @@ decide whether its upserts may load in place, and which staging tables are known
 from __future__ import annotations
 
 import hashlib
+import logging
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +35,31 @@ from spark_sink.routing import Router
 STAGING_LAYOUT = "2"
 # Columns of a key-less table's staging index (a selective prefix of its columns).
 PROBE_PARTS = 8
+# The tables known at which the downstream's table caches are first compared with them (then at
+# each doubling, until one warning): MariaDB's smallest default, table_definition_cache, is 400.
+TABLE_CACHE_CHECK = 256
+
+log = logging.getLogger("ticdc_sink.sink")
+
+
+def table_cache_advice(tables: int, open_cache: int, definition_cache: int) -> str | None:
+    """What to tell an operator whose sink writes ``tables`` tables into a server keeping
+    ``open_cache`` tables open and ``definition_cache`` definitions (None: they suffice)."""
+    short = [
+        f"{name}={value:,}"
+        for name, value in (
+            ("table_open_cache", open_cache),
+            ("table_definition_cache", definition_cache),
+        )
+        if value < tables
+    ]
+    if not short:
+        return None
+    return (
+        f"the sink writes {tables:,} tables, more than the downstream keeps ({', '.join(short)}): "
+        "its batches open tables again and again; raise them above the tables replicated "
+        "(docs/scaling.md, Many tables)"
+    )
 
 
 @dataclass(frozen=True)
@@ -73,6 +100,8 @@ class StagingTables:
         self._stages: dict[tuple[str, str, str], tuple[str, str, str]] = {}
         # Staging tables created by this process (CREATE is a DDL: TiDB runs it as a job).
         self._created: set[str] = set()
+        # The tables known when the downstream's table caches are next compared with them.
+        self._cache_check = TABLE_CACHE_CHECK
         # Staging tables known empty (emptied after their last batch) on the connection named.
         self._empty_on: Any = None
         self._empty: set[str] = set()
@@ -100,6 +129,23 @@ class StagingTables:
                     triggered = self._triggered[schema] = triggered_tables(cursor, schema)
                 known = tables_facts(cursor, schema, found, referenced, triggered)
                 self._facts.update(((schema, table), f) for table, f in known.items())
+
+    def check_caches(self, cursor: Any, dialect: Dialect) -> None:
+        """Warn once when the sink writes more tables than the downstream keeps open or its
+        definitions cached (:func:`table_cache_advice`), read as the tables known double."""
+        known = len(self._layouts)
+        if known < self._cache_check:
+            return
+        self._cache_check = known * 2
+        query = dialect.table_cache_query()
+        if query is None:
+            return
+        cursor.execute(query)
+        open_cache, definition_cache = (int(value) for value in cursor.fetchone())
+        advice = table_cache_advice(known, open_cache, definition_cache)
+        if advice is not None:
+            log.warning(advice)
+            self._cache_check = sys.maxsize
 
     def staged(self, cursor: Any, dialect: Dialect, plan: TablePlan) -> StagedTable | None:
         """``plan``'s rows as they load into its routed table's staging table (made by

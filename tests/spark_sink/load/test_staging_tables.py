@@ -1,0 +1,72 @@
+"""The tables of a batch as the downstream has them: the advice when the downstream keeps fewer
+tables open than the sink writes (pure, then read from the real MariaDB)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+from config.settings import Settings
+from core.model import ColumnFlag, Op, RowChange, column_type
+from spark_sink.db.connection import connect
+from spark_sink.db.dialect import server_dialect
+from spark_sink.load.staging_tables import StagingTables, table_cache_advice
+from spark_sink.plan import plan_batch
+from spark_sink.routing import Router
+
+COLUMNS = {"id": column_type(3, int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY))}
+
+
+def test_the_advice_names_each_cache_smaller_than_the_tables() -> None:
+    assert table_cache_advice(400, 400, 400) is None
+    both = table_cache_advice(10_000, 2_000, 400)
+    assert both is not None
+    assert "10,000 tables" in both
+    assert "table_open_cache=2,000, table_definition_cache=400" in both
+    one = table_cache_advice(5_000, 9_000, 400)
+    assert one is not None and "table_open_cache" not in one
+
+
+@pytest.fixture
+def small_definition_cache(settings: Settings) -> Iterator[None]:
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.table_definition_cache")
+        (before,) = cursor.fetchone()
+        cursor.execute("SET GLOBAL table_definition_cache = 400")
+        try:
+            yield
+        finally:
+            cursor.execute(f"SET GLOBAL table_definition_cache = {int(before)}")
+
+
+@pytest.mark.integration
+def test_a_sink_writing_more_tables_than_the_server_caches_says_so_once(
+    settings: Settings,
+    unique: str,
+    small_definition_cache: None,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tables = 450
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{unique}`")
+        try:
+            for index in range(tables):
+                cursor.execute(f"CREATE TABLE `{unique}`.`t{index}` (id INT PRIMARY KEY)")
+            changes = [
+                RowChange(1, unique, f"t{index}", Op.INSERT, COLUMNS, {"id": 1}, None)
+                for index in range(tables)
+            ]
+            staging = StagingTables(settings, Router())
+            dialect = server_dialect(cursor)
+            with caplog.at_level(logging.WARNING, "ticdc_sink.sink"):
+                staging.learn(cursor, plan_batch(changes), facts=True)
+                staging.check_caches(cursor, dialect)
+                staging.check_caches(cursor, dialect)
+        finally:
+            cursor.execute(f"DROP DATABASE `{unique}`")
+    warnings = [r.getMessage() for r in caplog.records if "tables" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "450 tables" in warnings[0] and "table_definition_cache=400" in warnings[0]
+    assert "table_open_cache" not in warnings[0]
