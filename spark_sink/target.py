@@ -18,6 +18,7 @@ from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import Dialect
 from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.ddl.apply import DDLApplier
+from spark_sink.ddl.text import may_change_foreign_keys
 from spark_sink.load.spark_start import SparkStart, sink_spark
 from spark_sink.load.staging_tables import StagingTables
 from spark_sink.plan import TablePlan
@@ -117,7 +118,7 @@ class Target:
         """Run ``ddl`` once in its routed database and record it in the checkpoint with
         ``offsets``; what the checkpoint says was applied or skipped does not run."""
         if self.ddl.apply(ddl, checkpoint, epoch, offsets):
-            self.tables.forget_layouts()
+            self.tables.forget_layouts(foreign_keys=may_change_foreign_keys(ddl.query))
 
     def _prepare(self, cursor: Any, dialect: Dialect) -> None:
         """On connecting: the checkpoint table, written in the server's dialect."""

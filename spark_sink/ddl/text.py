@@ -20,6 +20,9 @@ from config.errors import DDLError
 _DIALECT = MySQL()
 # Leading keywords of a statement about a whole database: it runs without `USE`.
 _DATABASE_WORDS = frozenset({"DATABASE", "SCHEMA"})
+# Words of a statement that may change which tables a foreign key references: one made, or a
+# table renamed under it.
+_FOREIGN_KEY_WORDS = frozenset({"REFERENCES", "FOREIGN", "RENAME"})
 
 
 @dataclass(frozen=True)
@@ -97,3 +100,12 @@ def is_database_ddl(query: str) -> bool:
         and first[0] in {"CREATE", "DROP", "ALTER"}
         and first[1] in (_DATABASE_WORDS)
     )
+
+
+def may_change_foreign_keys(query: str) -> bool:
+    """Whether the statement may make a foreign key or rename a table (which a foreign key may
+    reference): its words name one (a quoted name never counts); an unreadable one may."""
+    try:
+        return any(word(token) in _FOREIGN_KEY_WORDS for token in tokens(query))
+    except DDLError:
+        return True

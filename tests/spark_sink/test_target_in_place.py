@@ -20,6 +20,7 @@ from spark_sink.db.tables import (
     tables_facts,
     triggered_tables,
 )
+from spark_sink.ddl.text import may_change_foreign_keys
 from spark_sink.load import loaders
 from spark_sink.plan import plan_batch
 from spark_sink.target import Target
@@ -301,3 +302,42 @@ def test_a_keyless_table_appends_its_copies_and_stages_only_its_deletes(
     rows = query(settings, f"SELECT a, b, COUNT(*) FROM `{db}`.`n` GROUP BY a, b ORDER BY a")
     assert rows == [(1, "x", 2), (3, "z", 2)]
     assert staged == [0, 2]
+
+
+def test_a_foreign_key_made_by_a_ddl_stops_its_parent_loading_in_place(
+    settings: Settings, db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query(settings, f"CREATE TABLE `{db}`.`p` (id INT PRIMARY KEY, v VARCHAR(20))")
+    reads = []
+    read = referenced_tables
+
+    def counted(cursor: Any, schema: str) -> frozenset[str]:
+        reads.append(schema)
+        return read(cursor, schema)
+
+    monkeypatch.setattr("spark_sink.load.staging_tables.referenced_tables", counted)
+    target = target_for(settings, db)
+    staged = staged_before_commit(target, db)
+    target.apply_batch(upsert(db, "p", TS + 1, [{"id": 1, "v": "a"}]), TS + 1, 0, {})
+    # A DDL that makes no foreign key: the referenced tables are not read again.
+    plain = "ALTER TABLE p ADD COLUMN n INT"
+    query(settings, f"ALTER TABLE `{db}`.`p` ADD COLUMN n INT")
+    target.tables.forget_layouts(foreign_keys=may_change_foreign_keys(plain))
+    columns = {**COLUMNS, "n": column_type(3, NULLABLE)}
+    target.apply_batch(
+        upsert(db, "p", TS + 2, [{"id": 2, "v": "b", "n": 1}], columns), TS + 2, 0, {}
+    )
+    assert reads == [db] and staged == [0, 0]
+    child = "CREATE TABLE c (id INT PRIMARY KEY, p INT, FOREIGN KEY (p) REFERENCES p (id))"
+    query(settings, child.replace("TABLE c", f"TABLE `{db}`.c").replace("ES p", f"ES `{db}`.p"))
+    query(settings, f"INSERT INTO `{db}`.c VALUES (1, 1)")
+    target.tables.forget_layouts(foreign_keys=may_change_foreign_keys(child))
+    target.apply_batch(
+        upsert(db, "p", TS + 3, [{"id": 1, "v": "c", "n": 2}], columns), TS + 3, 0, {}
+    )
+    # Read again, p is a parent now: its row is upserted through staging, its child kept.
+    assert reads == [db, db] and staged == [0, 0, 1]
+    assert query(settings, f"SELECT id, p FROM `{db}`.c") == [(1, 1)]
+    assert query(settings, f"SELECT id, v, n FROM `{db}`.p ORDER BY id") == [
+        (1, "c", 2), (2, "b", 1),
+    ]  # fmt: skip
