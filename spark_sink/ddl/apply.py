@@ -17,6 +17,7 @@ from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import ANY_SERVER, Dialect
 from spark_sink.db.retries import with_retries
 from spark_sink.ddl.action import DDLStep, ddl_action
+from spark_sink.ddl.text import statements
 from spark_sink.metrics import DDL_SKIPPED
 from spark_sink.routing import Router
 
@@ -30,6 +31,10 @@ def execute_ddl(
     names it itself), then go back to the database ``home``; False when it was already
     applied (ignored as TiCDC does). A database that is not there is an error, never a
     reason to run the DDL elsewhere; ``DDLError`` carries the server's refusal."""
+    # The sink's connection takes many statements to a query (its batches' small tables go so):
+    # a DDL event is one statement, and a second one in its text never runs.
+    if statements(query) > 1:
+        raise DDLError("the DDL event holds more than one statement; none of them was run")
     try:
         if schema is not None:
             cursor.execute(dialect.use_database(schema))

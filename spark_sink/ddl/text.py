@@ -109,3 +109,15 @@ def may_change_foreign_keys(query: str) -> bool:
         return any(word(token) in _FOREIGN_KEY_WORDS for token in tokens(query))
     except DDLError:
         return True
+
+
+def statements(query: str) -> int:
+    """How many statements ``query`` holds: runs of tokens between ``;`` (one inside a string,
+    a name or a comment is no token; an empty statement counts none)."""
+    count, pending = 0, False
+    for token in tokens(query):
+        if token.token_type is TokenType.SEMICOLON:
+            count, pending = count + pending, False
+        else:
+            pending = True
+    return count + pending

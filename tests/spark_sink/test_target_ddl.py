@@ -132,6 +132,18 @@ def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) ->
     assert query(settings, f"SELECT id, v FROM `{database}`.t") == [(1, 2)]
 
 
+def test_a_ddl_event_of_two_statements_runs_neither(pipeline: Any, unique: str) -> None:
+    settings, staging, upstream = pipeline
+    database = f"{unique}_up"
+    upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
+    upstream.ddl(database, "t", "CREATE TABLE t (id INT PRIMARY KEY)")
+    ts = upstream.ddl(database, "u", "CREATE TABLE u (id INT); DROP TABLE t")
+    with pytest.raises(DDLError) as stopped:
+        sink_for(settings, staging).run_once()
+    assert "more than one statement" in str(stopped.value) and str(ts) in str(stopped.value)
+    assert tables_of(settings, database) == {"t"}
+
+
 def test_tidb_only_ddl_is_made_safe_for_mariadb(pipeline: Any, unique: str) -> None:
     settings, staging, upstream = pipeline
     database = f"{unique}_up"

@@ -1,10 +1,11 @@
-"""DDL text read by its words: which statements may change what foreign keys reference."""
+"""DDL text read by its words: how many statements it holds, and which may change what foreign
+keys reference."""
 
 from __future__ import annotations
 
 import pytest
 
-from spark_sink.ddl.text import may_change_foreign_keys
+from spark_sink.ddl.text import may_change_foreign_keys, statements
 
 
 @pytest.mark.parametrize(
@@ -35,3 +36,19 @@ def test_a_statement_that_may_make_a_foreign_key_or_rename_a_table(query: str) -
 )
 def test_a_statement_that_cannot(query: str) -> None:
     assert not may_change_foreign_keys(query)
+
+
+@pytest.mark.parametrize(
+    ("query", "count"),
+    [
+        ("CREATE TABLE t (id INT)", 1),
+        ("CREATE TABLE t (id INT);", 1),
+        ("CREATE TABLE t (id INT) ; ;", 1),
+        ("ALTER TABLE t ADD COLUMN v VARCHAR(8) DEFAULT ';'", 1),
+        ("ALTER TABLE `a;b` ADD COLUMN v INT /* ; DROP TABLE x */", 1),
+        ("CREATE TABLE t (id INT); DROP TABLE u", 2),
+        ("CREATE TABLE t (id INT);DROP TABLE u;", 2),
+    ],
+)
+def test_the_statements_a_ddl_holds(query: str, count: int) -> None:
+    assert statements(query) == count
