@@ -43,6 +43,11 @@ class Upstream:
         self.offset += 1
         return self.ts
 
+    def table_t(self, database: str) -> None:
+        """``database`` and its table ``t`` (id, v) made upstream."""
+        self.ddl(database, None, f"CREATE DATABASE `{database}`")
+        self.ddl(database, "t", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+
     def row(self, schema: str, table: str, values: dict[str, Any], columns: Any = None) -> int:
         self.ts += 10
         change = RowChange(self.ts, schema, table, Op.INSERT, columns or COLUMNS, values, None)
@@ -120,8 +125,7 @@ def test_a_ddl_of_a_missing_database_stops_and_never_runs_in_the_meta_database(
 def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) -> None:
     settings, staging, upstream = pipeline
     database = f"{unique}_up"
-    upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
-    upstream.ddl(database, "t", "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    upstream.table_t(database)
     refused = upstream.ddl(database, "t", "ALTER TABLE t ADD COLUMN w NO_SUCH_TYPE")
     last = upstream.row(database, "t", {"id": 1, "v": 2})
     before = skipped(unique, "on-ddl-error")
@@ -135,8 +139,7 @@ def test_a_refused_ddl_is_skipped_when_configured(pipeline: Any, unique: str) ->
 def test_a_ddl_event_of_two_statements_runs_neither(pipeline: Any, unique: str) -> None:
     settings, staging, upstream = pipeline
     database = f"{unique}_up"
-    upstream.ddl(database, None, f"CREATE DATABASE `{database}`")
-    upstream.ddl(database, "t", "CREATE TABLE t (id INT PRIMARY KEY)")
+    upstream.table_t(database)
     ts = upstream.ddl(database, "u", "CREATE TABLE u (id INT); DROP TABLE t")
     with pytest.raises(DDLError) as stopped:
         sink_for(settings, staging).run_once()
