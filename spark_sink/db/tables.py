@@ -110,7 +110,8 @@ def tables_columns(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str,
         for table, *column in cursor.fetchall():
             found.setdefault(table, []).append(_column(*column))
     # information_schema may compare names without case: only a table's own name is its.
-    return {table: columns for table, columns in found.items() if table in set(tables)}
+    asked = set(tables)
+    return {table: columns for table, columns in found.items() if table in asked}
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """The tables of a batch as the downstream has them: each routed table's layout (read once, again
-after a DDL), the staging table its rows load into (created once per process), the facts that
-decide whether its upserts may load in place, and which staging tables are known empty."""
+after a DDL; a batch's new tables together), the staging table its rows load into (created once
+per process, when rows first load into it), the facts that decide whether its upserts may load
+in place, which staging tables are known empty, and whether the downstream keeps as many tables
+open as the sink writes."""
 
 from __future__ import annotations
 
