@@ -288,8 +288,8 @@ class BatchApplier:
         cursor = conn.cursor()
         staged = self._staged(cursor, plans)
         # Once a part's images met a later part's removals, every image is staged (below).
-        placed = [self._load_path(cursor, i) is LoadPath.IN_PLACE for i in staged]
-        placed = [place and resolved_ts != self._staged_ts for place in placed]
+        every = resolved_ts == self._staged_ts
+        placed = [not every and self._load_path(cursor, i) is LoadPath.IN_PLACE for i in staged]
         loads = [i.only_deletes() if p else i for i, p in zip(staged, placed, strict=True)]
         needed = [load for load in loads if load.images and not self.tables.made(load)]
         if needed and joins:

@@ -30,7 +30,7 @@ from spark_sink.db.dialect import Dialect, bindable
 from spark_sink.db.local_infile import serving
 from spark_sink.db.tables import Column, TableFacts
 from spark_sink.load.csv_rows import csv_rows
-from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, staging_rows
+from spark_sink.load.staged import DELETE_FLAG, StagedTable, arrow_column, cell, staging_rows
 from spark_sink.plan import TablePlan
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -208,20 +208,17 @@ def values_statement(cursor: Any, item: StagedTable) -> str | None:
     if len(images) > VALUES_MAX_ROWS:
         return None
     quote_text = _text_quoter(cursor.connection)
-    columns = [(c.name, c.binary, c.by_number) for c in item.columns]
     rows = []
     size = 0
     for image in images:
-        cells = [
-            _literal(image.get(n), binary, number, quote_text) for n, binary, number in columns
-        ]
+        cells = [_literal(image.get(c.name), c, quote_text) for c in item.columns]
         row = f"({', '.join(cells)})"
         size += len(row)
         if size > SCRIPT_BYTES:
             return None
         rows.append(row)
     verb = "REPLACE" if item.keyed else "INSERT"
-    names = ", ".join(quote(name) for name, _, _ in columns)
+    names = ", ".join(quote(c.name) for c in item.columns)
     return f"{verb} INTO {item.target} ({names}) VALUES {', '.join(rows)}"
 
 
@@ -233,24 +230,18 @@ def _text_quoter(connection: Any) -> Callable[[str], str]:
     return lambda text: "'" + escape_string(text) + "'"
 
 
-def _literal(value: Value, binary: bool, by_number: bool, quote_text: Callable[[str], str]) -> str:
-    """A value of a column (``binary``, set ``by_number``: BIT, ENUM, SET) written into a
-    statement as the CSV's cell would be read (:func:`~spark_sink.load.staged.cell`): an
-    integer as it is (a number, which BIT, ENUM and SET take by value), bytes as a hex
-    literal, anything else as quoted text (a float by its repr), cast to a number for BIT,
-    ENUM and SET as the CSV's cast does."""
+def _literal(value: Value, column: Column, quote_text: Callable[[str], str]) -> str:
+    """A value of ``column`` written into a statement as the CSV carries its cell
+    (:func:`~spark_sink.load.staged.cell`): bytes as a hex literal, the rest as quoted text,
+    cast to a number for BIT, ENUM and SET as the CSV's load casts it; an integer as it is
+    (a number, which BIT, ENUM and SET take by value)."""
     if value is None:
         return "NULL"
-    if type(value) is int and not binary:
+    if type(value) is int and not column.binary:
         return str(value)
-    if binary:
-        data = value if isinstance(value, bytes) else str(value).encode()
-        return f"X'{data.hex()}'"
-    if isinstance(value, bytes):
-        written = f"X'{value.hex()}'"
-    else:
-        written = quote_text(repr(value) if isinstance(value, float) else str(value))
-    return f"CAST({written} AS UNSIGNED)" if by_number else written
+    found = cell(value, column)
+    written = f"X'{found.hex()}'" if isinstance(found, bytes) else quote_text(found)
+    return f"CAST({written} AS UNSIGNED)" if column.by_number else written
 
 
 def run_statements(cursor: Any, dialect: Dialect, statements: list[str]) -> None:

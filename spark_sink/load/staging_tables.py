@@ -123,9 +123,7 @@ class StagingTables:
             for table, every in found.items():
                 self._layouts[schema, table] = Layout.of(schema, table, every)
             if facts:
-                referenced = self._referenced.get(schema)
-                if referenced is None:
-                    referenced = self._referenced[schema] = referenced_tables(cursor, schema)
+                referenced = self._schema_referenced(cursor, schema)
                 triggered = self._triggered.get(schema)
                 if triggered is None:
                     triggered = self._triggered[schema] = triggered_tables(cursor, schema)
@@ -206,11 +204,17 @@ class StagingTables:
         facts = self._facts.get(routed)
         if facts is None:
             schema, table = routed
-            referenced = self._referenced.get(schema)
-            if referenced is None:
-                referenced = self._referenced[schema] = referenced_tables(cursor, schema)
+            referenced = self._schema_referenced(cursor, schema)
             facts = self._facts[routed] = table_facts(cursor, schema, table, referenced)
         return in_place(item.plan, item.keyed, item.columns, facts)
+
+    def _schema_referenced(self, cursor: Any, schema: str) -> frozenset[str]:
+        """The tables of ``schema`` a foreign key references, read once a schema (again after
+        a DDL that may change them)."""
+        referenced = self._referenced.get(schema)
+        if referenced is None:
+            referenced = self._referenced[schema] = referenced_tables(cursor, schema)
+        return referenced
 
     def forget_layouts(self, foreign_keys: bool = True) -> None:
         """Read every table's layout and facts again: a DDL may have changed any of them. With
