@@ -8,6 +8,7 @@ not judged here: the processes wait for it as they always have.
 
 from __future__ import annotations
 
+import socket
 import ssl
 from typing import Any
 from urllib.parse import urlsplit
@@ -92,6 +93,11 @@ async def check_kafka(settings: Settings) -> None:
 
 def redis_problem(settings: Settings, error: BaseException) -> str | None:
     """What a failed PING says about the Redis settings (None: nothing to say)."""
+    return redis_refusal(settings, error) or scheme_hint(settings, error)
+
+
+def redis_refusal(settings: Settings, error: BaseException) -> str | None:
+    """The message for a server that answered and refused the login or the certificates."""
     parts = urlsplit(settings.redis.url)
     where = f"Redis at {parts.hostname}:{parts.port or 6379}"
     if isinstance(error, redis.AuthenticationError):
@@ -102,32 +108,90 @@ def redis_problem(settings: Settings, error: BaseException) -> str | None:
     found = tls_problem(error, env_name("redis_ssl_ca"), settings.redis.ssl_ca, where)
     if found:
         return found
-    if isinstance(error, redis.ConnectionError) and parts.scheme == "redis":
-        cause = error.__cause__ or error.__context__
-        if isinstance(cause, ConnectionResetError | TimeoutError) or "closed" in str(error):
-            return (
-                f"{env_name('redis_url')}: {where} dropped a plaintext connection; "
-                "does it take TLS only (rediss://)?"
-            )
-    if isinstance(error, redis.ConnectionError | redis.TimeoutError) and parts.scheme == "rediss":
-        cause = error.__cause__ or error.__context__
-        if isinstance(cause, ConnectionResetError | TimeoutError) or "Timeout" in str(error):
-            return (
-                f"{env_name('redis_url')}: {where} never finished a TLS handshake; "
-                "does it take plaintext only (redis://)?"
-            )
     if isinstance(error, redis.ResponseError) and "NOAUTH" in str(error):
         return f"{env_name('redis_password')}: {where} needs a password"
     return None
 
 
+def scheme_hint(settings: Settings, error: BaseException) -> str | None:
+    """The message for a connection dropped or left hanging in the way a server speaking the
+    other of plaintext and TLS does. A restart or a ``CLIENT KILL`` can look the same, so
+    :func:`confirmed_redis_problem` asks the port which one it speaks before believing it."""
+    parts = urlsplit(settings.redis.url)
+    where = f"Redis at {parts.hostname}:{parts.port or 6379}"
+    cause = error.__cause__ or error.__context__
+    cut = isinstance(cause, ConnectionResetError | TimeoutError)
+    dropped = isinstance(error, redis.ConnectionError) and (cut or "closed" in str(error))
+    if parts.scheme == "redis" and dropped:
+        return (
+            f"{env_name('redis_url')}: {where} dropped a plaintext connection; "
+            "does it take TLS only (rediss://)?"
+        )
+    hung = isinstance(error, redis.ConnectionError | redis.TimeoutError) and (
+        cut or "Timeout" in str(error)
+    )
+    if parts.scheme == "rediss" and hung:
+        return (
+            f"{env_name('redis_url')}: {where} never finished a TLS handshake; "
+            "does it take plaintext only (redis://)?"
+        )
+    return None
+
+
+def confirmed_redis_problem(settings: Settings, error: BaseException) -> str | None:
+    """:func:`redis_problem`, with a scheme hint kept only when the port does speak the other
+    scheme: a TLS handshake completes against a ``redis://`` URL, or a plaintext PING is
+    answered against a ``rediss://`` one."""
+    found = redis_refusal(settings, error)
+    if found:
+        return found
+    hint = scheme_hint(settings, error)
+    if hint is None:
+        return None
+    parts = urlsplit(settings.redis.url)
+    address = (parts.hostname or "localhost", parts.port or 6379)
+    speaks_other = speaks_tls(address) if parts.scheme == "redis" else answers_plaintext(address)
+    return hint if speaks_other else None
+
+
+def speaks_tls(address: tuple[str, int]) -> bool:
+    """Whether a TLS handshake with ``address`` gets as far as the server's answer; nothing is
+    verified, as only the protocol is in question."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection(address, timeout=PROBE_TIMEOUT_MS / 1000) as raw,
+            context.wrap_socket(raw, server_hostname=address[0]),
+        ):
+            return True
+    except ssl.SSLError as error:
+        # A server that wants a client certificate refuses with an alert: TLS all the same.
+        return "ALERT" in (error.reason or "")
+    except OSError:
+        return False
+
+
+def answers_plaintext(address: tuple[str, int]) -> bool:
+    """Whether ``address`` answers a plaintext inline PING as Redis does (``+PONG``, or an
+    error such as ``-NOAUTH``)."""
+    try:
+        with socket.create_connection(address, timeout=PROBE_TIMEOUT_MS / 1000) as raw:
+            raw.sendall(b"PING\r\n")
+            reply = raw.recv(64)
+    except OSError:
+        return False
+    return reply[:1] in (b"+", b"-")
+
+
 def check_redis(settings: Settings) -> None:
-    """PING the staging Redis once; a settings problem raises ConfigError."""
+    """PING the staging Redis once; a settings problem raises ConfigError, a server down or
+    dropping connections for a while nothing (the worker and the sink wait for it)."""
     try:
         client = redis_client(settings)
     except redis.RedisError as error:
-        # Unreachable, as a failed PING below: the worker and the sink wait for it.
-        found = redis_problem(settings, error)
+        found = confirmed_redis_problem(settings, error)
         if found:
             raise ConfigError(found) from None
         return
@@ -139,7 +203,7 @@ def check_redis(settings: Settings) -> None:
                 f"{env_name('redis_cluster')}=true"
             )
     except redis.RedisError as error:
-        found = redis_problem(settings, error)
+        found = confirmed_redis_problem(settings, error)
         if found:
             raise ConfigError(found) from None
     finally:

@@ -87,11 +87,13 @@ def service_failure(settings: Settings, error: BaseException) -> Failure | None:
     import redis as redis_errors
     from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-    from core.connectivity import kafka_problem, redis_problem
+    from core.connectivity import confirmed_redis_problem, kafka_problem
 
     if isinstance(error, redis_errors.ConnectionError | redis_errors.TimeoutError):
         # A port that refuses TCP is down, whatever the TLS settings say.
-        found = _tcp_problem([redis_address(settings)]) is None and redis_problem(settings, error)
+        found = _tcp_problem([redis_address(settings)]) is None and confirmed_redis_problem(
+            settings, error
+        )
         if found:
             return Failure(found, EXIT_BAD_INPUT)
         return Failure(

@@ -10,7 +10,13 @@ from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
-from core.connectivity import check_redis, kafka_problem, redis_problem, tls_problem
+from core.connectivity import (
+    check_redis,
+    confirmed_redis_problem,
+    kafka_problem,
+    redis_problem,
+    tls_problem,
+)
 
 
 def _verify_error(message: str) -> ssl.SSLCertVerificationError:
@@ -69,6 +75,17 @@ def test_redis_login_and_plaintext_problems_name_their_settings() -> None:
     assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
     assert "rediss://" in found
     assert redis_problem(settings, redis.ConnectionError("refused")) is None
+
+
+def test_a_dropped_connection_to_a_redis_that_answers_again_blames_no_setting(
+    settings: Settings, redis_client: object
+) -> None:
+    # What a failover or a CLIENT KILL leaves: one dropped connection, and then PING answers.
+    dropped = redis.ConnectionError("Connection closed by server.")
+    assert redis_problem(settings, dropped) is not None
+    assert confirmed_redis_problem(settings, dropped) is None
+    refused = redis.AuthenticationError("invalid password")
+    assert confirmed_redis_problem(settings, refused) == redis_problem(settings, refused)
 
 
 def test_tls_against_a_plaintext_port_names_the_setting() -> None:

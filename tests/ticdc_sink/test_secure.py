@@ -294,6 +294,22 @@ def _blank_unset(env: dict[str, str]) -> dict[str, str]:
     return {n: "" for n in names if n not in env}
 
 
+def test_the_secured_redis_port_is_told_apart_from_a_plaintext_one(
+    secure_settings: Settings, settings: Settings
+) -> None:
+    from urllib.parse import urlsplit
+
+    from core.connectivity import answers_plaintext, speaks_tls
+
+    def address(url: str) -> tuple[str, int]:
+        parts = urlsplit(url)
+        return parts.hostname or "", parts.port or 6379
+
+    secured, plain = address(secure_settings.redis.url), address(settings.redis.url)
+    assert speaks_tls(secured) and not answers_plaintext(secured)
+    assert answers_plaintext(plain) and not speaks_tls(plain)
+
+
 def test_scram_sha_256_logs_in_as_well(secure_settings: Settings) -> None:
     from aiokafka.admin import AIOKafkaAdminClient
 
