@@ -8,6 +8,7 @@ not judged here: the processes wait for it as they always have.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 from typing import Any
@@ -22,6 +23,10 @@ from core.redis_client import RedisClient, redis_client
 
 # A probe's wait for a broker that accepts TCP but never answers (a TLS port asked in plaintext).
 PROBE_TIMEOUT_MS = 10_000
+# How many logins in a row a broker must leave unanswered before its listener's protocol is
+# blamed, and the pause between them.
+KAFKA_PROBES = 3
+KAFKA_PROBE_PAUSE_S = 1.0
 
 
 def tls_problem(error: BaseException | None, ca_setting: str, ca: str, where: str) -> str | None:
@@ -71,7 +76,25 @@ def kafka_problem(settings: Settings, error: BaseException) -> str | None:
 
 
 async def check_kafka(settings: Settings) -> None:
-    """Log in to the first bootstrap server once; a settings problem raises ConfigError."""
+    """Log in to the first bootstrap server; a settings problem raises ConfigError. A connection
+    closed or left unanswered is only blamed on the security protocol when
+    :data:`KAFKA_PROBES` attempts in a row meet it: a broker stopping or starting can do that
+    once, a listener of another protocol does it every time."""
+    found = None
+    for attempt in range(KAFKA_PROBES):
+        if attempt:
+            await asyncio.sleep(KAFKA_PROBE_PAUSE_S)
+        error = await _kafka_login_error(settings)
+        found = None if error is None else kafka_problem(settings, error)
+        if found is None or not _unanswered(error):
+            break
+    if found:
+        raise ConfigError(found)
+
+
+async def _kafka_login_error(settings: Settings) -> BaseException | None:
+    """What a connection to the first bootstrap server failed with (None: it logged in, or the
+    broker refused TCP, which is waited for elsewhere)."""
     from aiokafka.conn import create_conn
 
     options = kafka_options(settings)
@@ -82,13 +105,17 @@ async def check_kafka(settings: Settings) -> None:
     try:
         conn = await create_conn(host, int(port), request_timeout_ms=PROBE_TIMEOUT_MS, **security)
     except ConnectionRefusedError:
-        return
+        return None
     except Exception as error:
-        found = kafka_problem(settings, error)
-        if found:
-            raise ConfigError(found) from None
-        return
+        return error
     conn.close()
+    return None
+
+
+def _unanswered(error: BaseException | None) -> bool:
+    from aiokafka.errors import KafkaConnectionError
+
+    return isinstance(error, KafkaConnectionError | TimeoutError)
 
 
 def redis_problem(settings: Settings, error: BaseException) -> str | None:

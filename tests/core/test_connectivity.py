@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ssl
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -11,6 +14,7 @@ from aiokafka.errors import KafkaConnectionError, SaslAuthenticationFailed
 from config.errors import ConfigError
 from config.settings import Settings, load_settings
 from core.connectivity import (
+    check_kafka,
     check_redis,
     confirmed_redis_problem,
     kafka_problem,
@@ -86,6 +90,44 @@ def test_a_dropped_connection_to_a_redis_that_answers_again_blames_no_setting(
     assert confirmed_redis_problem(settings, dropped) is None
     refused = redis.AuthenticationError("invalid password")
     assert confirmed_redis_problem(settings, refused) == redis_problem(settings, refused)
+
+
+@contextlib.asynccontextmanager
+async def dropping_first(to: str, drops: int) -> AsyncIterator[str]:
+    """A loopback relay to ``to`` that closes its first ``drops`` connections at once, as a
+    broker stopping or starting does: the address to connect to."""
+    host, port = to.rsplit(":", 1)
+    accepted = 0
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        writer.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal accepted
+        accepted += 1
+        if accepted <= drops:
+            writer.close()
+            return
+        upstream_reader, upstream_writer = await asyncio.open_connection(host, int(port))
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    async with server:
+        yield f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def test_a_broker_that_drops_one_login_is_not_blamed_on_the_protocol(
+    settings: Settings, kafka_admin: object
+) -> None:
+    async with dropping_first(settings.kafka.bootstrap.split(",")[0], drops=1) as address:
+        await check_kafka(settings.updated({"kafka": address}))
+    async with dropping_first(settings.kafka.bootstrap.split(",")[0], drops=10) as address:
+        with pytest.raises(ConfigError, match="TICDC_SINK_KAFKA_SECURITY_PROTOCOL=PLAINTEXT"):
+            await check_kafka(settings.updated({"kafka": address}))
 
 
 def test_tls_against_a_plaintext_port_names_the_setting() -> None:
