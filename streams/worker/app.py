@@ -85,7 +85,7 @@ def build_app(
     # A private attribute (faust-streaming is pinned to its minor version): see RESUBSCRIBE_S.
     app.topics._resubscribe_sleep_lock_seconds = RESUBSCRIBE_S
     _connect_signals(app, stager, line)
-    Timers(app, settings, staging, stager, redis_outage).schedule()
+    Timers(app, settings, staging, stager, line, redis_outage).schedule()
     _add_status_page(app, settings, staging)
     return WorkerApp(app, line)
 

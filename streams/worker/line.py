@@ -69,6 +69,8 @@ class StagingLine:
         self._tasks: list[asyncio.Future[None]] = []
         # The error that stopped the line (and the worker), if one did.
         self.failure: Exception | None = None
+        # Whether the line is waiting for room in staging (the consumer fetches nothing then).
+        self.holding = False
 
     async def submit(self, records: Sequence[Record], acknowledge: Acknowledge) -> None:
         """Queue a batch; waits while :data:`LINE_WAITING` batches wait already."""
@@ -130,7 +132,11 @@ class StagingLine:
                 await sending
             # Backpressure: while this waits the queues fill, the handler waits to submit, and
             # the consumer waits for the handler.
-            await self._redis(self._wait_for_room, "checking the staging limits")
+            self.holding = True
+            try:
+                await self._redis(self._wait_for_room, "checking the staging limits")
+            finally:
+                self.holding = False
             sending = asyncio.ensure_future(self._send(records, batch, acknowledge))
 
     async def _send(

@@ -1,6 +1,7 @@
 """What the worker does besides staging, on Faust's timers: the partition counts once at start
 (with a pattern, new topics looked for every few seconds), then every so often the global
-resolved ts as a metric, quiet partitions resolved, a progress line, held messages retried.
+resolved ts as a metric, quiet partitions resolved, a progress line, held messages retried,
+partitions no longer fetched fetched again (streams/stall.py).
 
 A tick that meets Redis away is skipped (the next tick tries again), the outage logged once.
 """
@@ -26,7 +27,8 @@ from core.tso import tso_seconds
 from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
 from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK
 from streams.progress import Progress
-from streams.worker.line import until_done
+from streams.stall import STALL_CHECK_S, STALL_S, StallClock
+from streams.worker.line import StagingLine, until_done
 from streams.worker.stager import MessageStager
 from streams.worker.topics import (
     LOOK_FAILURES,
@@ -53,12 +55,15 @@ class Timers:
         settings: Settings,
         staging: Staging,
         stager: MessageStager,
+        line: StagingLine,
         redis_outage: Outage,
     ) -> None:
         self._app = app
         self._settings = settings
         self._staging = staging
         self._stager = stager
+        self._line = line
+        self._stalls = StallClock()
         self._redis_outage = redis_outage
         self._startup_outage = Outage("Redis or Kafka", log)
         self._progress = Progress()
@@ -78,6 +83,7 @@ class Timers:
             )
         app.timer(interval=worker.progress_interval)(self.report_progress)
         app.timer(interval=HELD_RETRY_S)(self.retry_held)
+        app.timer(interval=STALL_CHECK_S)(self.refetch_stalled)
 
     async def record_partition_counts(self) -> None:
         # Until it is recorded the global resolved ts stays unknown: never give up on it.
@@ -124,6 +130,41 @@ class Timers:
         with self._skip_without_redis("retrying held messages"):
             if self._staging.held_count():
                 self._stager.retry_held()
+
+    async def refetch_stalled(self) -> None:
+        """Fetch again, from the offset after the last one staged, each assigned partition
+        that is behind its log end and has staged nothing for STALL_S seconds while the line
+        was free (see streams/stall.py)."""
+        consumer = self._app.consumer
+        assigned = sorted(consumer.assignment())
+        if self._line.holding or not assigned:
+            self._stalls.restart()
+            return
+        partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
+        try:
+            ends = await consumer.highwaters(*assigned)
+            progress = await asyncio.to_thread(self._staging.progress, partitions)
+        except (KafkaError, *REDIS_TRANSIENT) as error:
+            log.debug("no look at stalled partitions this time: %s", error)
+            self._stalls.restart()
+            return
+        now = time.monotonic()
+        for kafka_tp, tp in zip(assigned, partitions, strict=True):
+            staged, end = progress[tp].staged_offset, ends.get(kafka_tp)
+            if not self._stalls.stalled(tp, staged, end, now):
+                continue
+            log.warning(
+                "%s: Kafka holds messages up to offset %d, but none past offset %s was staged "
+                "in %.0f s while the worker was free to fetch them: fetching it again%s",
+                tp.field,
+                (end or 0) - 1,
+                "(none)" if staged is None else staged,
+                STALL_S,
+                "" if staged is None else f" from offset {staged + 1}",
+            )
+            consumer.resume_partitions([kafka_tp])
+            if staged is not None:
+                await consumer.seek(kafka_tp, staged + 1)
 
     @contextlib.contextmanager
     def _skip_without_redis(self, what: str) -> Iterator[None]:
