@@ -23,8 +23,8 @@ from core.redis_client import RedisClient, redis_client
 
 # A probe's wait for a broker that accepts TCP but never answers (a TLS port asked in plaintext).
 PROBE_TIMEOUT_MS = 10_000
-# How many logins in a row a broker must leave unanswered before its listener's protocol is
-# blamed, and the pause between them.
+# How many logins in a row a broker must drop before its listener's protocol is blamed, and the
+# pause between them.
 KAFKA_PROBES = 3
 KAFKA_PROBE_PAUSE_S = 1.0
 
@@ -35,6 +35,9 @@ def tls_problem(error: BaseException | None, ca_setting: str, ca: str, where: st
     if not ca:
         ca_setting += " (not set: the system's CAs)"
     while error is not None:
+        if isinstance(error, ssl.SSLEOFError | ssl.SSLZeroReturnError):
+            # Closed mid-handshake, as by a server restarting or killing clients: no verdict.
+            return None
         if isinstance(error, ssl.SSLCertVerificationError):
             if "mismatch" in (error.verify_message or ""):
                 return (
@@ -77,16 +80,16 @@ def kafka_problem(settings: Settings, error: BaseException) -> str | None:
 
 async def check_kafka(settings: Settings) -> None:
     """Log in to the first bootstrap server; a settings problem raises ConfigError. A connection
-    closed or left unanswered is only blamed on the security protocol when
-    :data:`KAFKA_PROBES` attempts in a row meet it: a broker stopping or starting can do that
-    once, a listener of another protocol does it every time."""
+    closed is only blamed on the security protocol when :data:`KAFKA_PROBES` attempts in a row
+    meet it: a broker stopping or starting can close one, a listener of another protocol closes
+    every one."""
     found = None
     for attempt in range(KAFKA_PROBES):
         if attempt:
             await asyncio.sleep(KAFKA_PROBE_PAUSE_S)
         error = await _kafka_login_error(settings)
         found = None if error is None else kafka_problem(settings, error)
-        if found is None or not _unanswered(error):
+        if found is None or not _dropped(error):
             break
     if found:
         raise ConfigError(found)
@@ -112,15 +115,10 @@ async def _kafka_login_error(settings: Settings) -> BaseException | None:
     return None
 
 
-def _unanswered(error: BaseException | None) -> bool:
+def _dropped(error: BaseException | None) -> bool:
     from aiokafka.errors import KafkaConnectionError
 
-    return isinstance(error, KafkaConnectionError | TimeoutError)
-
-
-def redis_problem(settings: Settings, error: BaseException) -> str | None:
-    """What a failed PING says about the Redis settings (None: nothing to say)."""
-    return redis_refusal(settings, error) or scheme_hint(settings, error)
+    return isinstance(error, KafkaConnectionError)
 
 
 def redis_refusal(settings: Settings, error: BaseException) -> str | None:
@@ -166,8 +164,9 @@ def scheme_hint(settings: Settings, error: BaseException) -> str | None:
 
 
 def confirmed_redis_problem(settings: Settings, error: BaseException) -> str | None:
-    """:func:`redis_problem`, with a scheme hint kept only when the port does speak the other
-    scheme: a TLS handshake completes against a ``redis://`` URL, or a plaintext PING is
+    """What a failed PING says about the Redis settings (None: nothing to say): a refused login
+    or certificate, or a scheme hint (:func:`scheme_hint`) kept only when the port does speak the
+    other scheme: a TLS handshake completes against a ``redis://`` URL, or a plaintext PING is
     answered against a ``rediss://`` one."""
     found = redis_refusal(settings, error)
     if found:

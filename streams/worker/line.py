@@ -69,8 +69,11 @@ class StagingLine:
         self._tasks: list[asyncio.Future[None]] = []
         # The error that stopped the line (and the worker), if one did.
         self.failure: Exception | None = None
-        # Whether the line is waiting for room in staging (the consumer fetches nothing then).
-        self.holding = False
+        # Batches submitted and not acknowledged yet, and batches acknowledged so far: a line
+        # with batches in it that acknowledged none since the last look is stuck (waiting for
+        # room in staging, for the schema registry, for Redis replicas), and so is the consumer.
+        self.in_line = 0
+        self.acknowledged = 0
 
     async def submit(self, records: Sequence[Record], acknowledge: Acknowledge) -> None:
         """Queue a batch; waits while :data:`LINE_WAITING` batches wait already."""
@@ -79,7 +82,12 @@ class StagingLine:
                 asyncio.ensure_future(self._until_failed(self._decode())),
                 asyncio.ensure_future(self._until_failed(self._stage())),
             ]
-        await self._waiting.put((records, acknowledge))
+        self.in_line += 1
+        try:
+            await self._waiting.put((records, acknowledge))
+        except asyncio.CancelledError:
+            self.in_line -= 1
+            raise
 
     async def close(self) -> None:
         """Stop the line's tasks (what is staged stays staged; the rest is not acknowledged)."""
@@ -132,11 +140,7 @@ class StagingLine:
                 await sending
             # Backpressure: while this waits the queues fill, the handler waits to submit, and
             # the consumer waits for the handler.
-            self.holding = True
-            try:
-                await self._redis(self._wait_for_room, "checking the staging limits")
-            finally:
-                self.holding = False
+            await self._redis(self._wait_for_room, "checking the staging limits")
             sending = asyncio.ensure_future(self._send(records, batch, acknowledge))
 
     async def _send(
@@ -157,6 +161,8 @@ class StagingLine:
 
         await self._redis(functools.partial(asyncio.to_thread, attempt), "staging")
         await acknowledge()
+        self.in_line -= 1
+        self.acknowledged += 1
 
     async def _redis(self, action: Callable[[], Awaitable[T]], what: str) -> T:
         """``action``'s result, waiting out Redis restarts, LOADING and cut connections."""

@@ -1,7 +1,7 @@
 """What the worker does besides staging, on Faust's timers: the partition counts once at start
 (with a pattern, new topics looked for every few seconds), then every so often the global
 resolved ts as a metric, quiet partitions resolved, a progress line, held messages retried,
-partitions no longer fetched fetched again (streams/stall.py).
+partitions no longer fetched told (streams/stall.py).
 
 A tick that meets Redis away is skipped (the next tick tries again), the outage logged once.
 """
@@ -18,6 +18,7 @@ from typing import Any
 
 import redis
 from aiokafka.errors import KafkaError
+from faust.exceptions import ConsumerNotStarted
 
 from config.settings import Settings
 from core.outage import Outage
@@ -64,6 +65,8 @@ class Timers:
         self._stager = stager
         self._line = line
         self._stalls = StallClock()
+        # The line's acknowledged batches at the last look for stalls.
+        self._acknowledged = 0
         self._redis_outage = redis_outage
         self._startup_outage = Outage("Redis or Kafka", log)
         self._progress = Progress()
@@ -83,7 +86,7 @@ class Timers:
             )
         app.timer(interval=worker.progress_interval)(self.report_progress)
         app.timer(interval=HELD_RETRY_S)(self.retry_held)
-        app.timer(interval=STALL_CHECK_S)(self.refetch_stalled)
+        app.timer(interval=STALL_CHECK_S)(self.report_stalls)
 
     async def record_partition_counts(self) -> None:
         # Until it is recorded the global resolved ts stays unknown: never give up on it.
@@ -131,40 +134,38 @@ class Timers:
             if self._staging.held_count():
                 self._stager.retry_held()
 
-    async def refetch_stalled(self) -> None:
-        """Fetch again, from the offset after the last one staged, each assigned partition
-        that is behind its log end and has staged nothing for STALL_S seconds while the line
-        was free (see streams/stall.py)."""
-        consumer = self._app.consumer
-        assigned = sorted(consumer.assignment())
-        if self._line.holding or not assigned:
-            self._stalls.restart()
-            return
-        partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
+    async def report_stalls(self) -> None:
+        """Warn of each assigned partition behind its log end that has staged nothing for
+        STALL_S seconds while the staging line was free (see streams/stall.py)."""
+        line = self._line
+        stuck = line.in_line > 0 and line.acknowledged == self._acknowledged
+        self._acknowledged = line.acknowledged
         try:
-            ends = await consumer.highwaters(*assigned)
+            assigned = sorted(self._app.consumer.assignment())
+            partitions = [TopicPartition(k.topic, k.partition) for k in assigned]
+            self._stalls.keep(partitions)
+            if stuck or not assigned:
+                self._stalls.restart()
+                return
+            ends = await self._app.consumer.highwaters(*assigned)
             progress = await asyncio.to_thread(self._staging.progress, partitions)
-        except (KafkaError, *REDIS_TRANSIENT) as error:
+        except (KafkaError, ConsumerNotStarted, *REDIS_TRANSIENT) as error:
             log.debug("no look at stalled partitions this time: %s", error)
             self._stalls.restart()
             return
         now = time.monotonic()
         for kafka_tp, tp in zip(assigned, partitions, strict=True):
             staged, end = progress[tp].staged_offset, ends.get(kafka_tp)
-            if not self._stalls.stalled(tp, staged, end, now):
-                continue
-            log.warning(
-                "%s: Kafka holds messages up to offset %d, but none past offset %s was staged "
-                "in %.0f s while the worker was free to fetch them: fetching it again%s",
-                tp.field,
-                (end or 0) - 1,
-                "(none)" if staged is None else staged,
-                STALL_S,
-                "" if staged is None else f" from offset {staged + 1}",
-            )
-            consumer.resume_partitions([kafka_tp])
-            if staged is not None:
-                await consumer.seek(kafka_tp, staged + 1)
+            if self._stalls.stalled(tp, staged, end, now):
+                log.warning(
+                    "%s is assigned to this worker but not fetched: Kafka's log ends at offset "
+                    "%d, staged up to %s and unmoved for %.0f s while the worker was free; "
+                    "restart the worker if it stays so",
+                    tp.field,
+                    (end or 0) - 1,
+                    "nothing" if staged is None else f"offset {staged}",
+                    STALL_S,
+                )
 
     @contextlib.contextmanager
     def _skip_without_redis(self, what: str) -> Iterator[None]:

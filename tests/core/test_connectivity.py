@@ -18,7 +18,8 @@ from core.connectivity import (
     check_redis,
     confirmed_redis_problem,
     kafka_problem,
-    redis_problem,
+    redis_refusal,
+    scheme_hint,
     tls_problem,
 )
 
@@ -70,15 +71,17 @@ def test_kafka_login_and_protocol_problems_name_their_settings() -> None:
 
 def test_redis_login_and_plaintext_problems_name_their_settings() -> None:
     settings = load_settings(environ={"TICDC_SINK_REDIS_URL": "redis://app:hunter2@r:6380/0"})
-    refused = redis_problem(settings, redis.AuthenticationError("invalid password"))
+    refused = redis_refusal(settings, redis.AuthenticationError("invalid password"))
     assert refused is not None and refused.startswith("TICDC_SINK_REDIS_PASSWORD")
     assert "hunter2" not in refused
     dropped = redis.ConnectionError("network")
     dropped.__context__ = ConnectionResetError(104, "reset")
-    found = redis_problem(settings, dropped)
+    found = scheme_hint(settings, dropped)
     assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
     assert "rediss://" in found
-    assert redis_problem(settings, redis.ConnectionError("refused")) is None
+    refused_tcp = redis.ConnectionError("refused")
+    assert redis_refusal(settings, refused_tcp) is None
+    assert scheme_hint(settings, refused_tcp) is None
 
 
 def test_a_dropped_connection_to_a_redis_that_answers_again_blames_no_setting(
@@ -86,10 +89,10 @@ def test_a_dropped_connection_to_a_redis_that_answers_again_blames_no_setting(
 ) -> None:
     # What a failover or a CLIENT KILL leaves: one dropped connection, and then PING answers.
     dropped = redis.ConnectionError("Connection closed by server.")
-    assert redis_problem(settings, dropped) is not None
+    assert scheme_hint(settings, dropped) is not None
     assert confirmed_redis_problem(settings, dropped) is None
     refused = redis.AuthenticationError("invalid password")
-    assert confirmed_redis_problem(settings, refused) == redis_problem(settings, refused)
+    assert confirmed_redis_problem(settings, refused) == redis_refusal(settings, refused)
 
 
 @contextlib.asynccontextmanager
@@ -130,13 +133,29 @@ async def test_a_broker_that_drops_one_login_is_not_blamed_on_the_protocol(
             await check_kafka(settings.updated({"kafka": address}))
 
 
+async def test_a_redis_that_drops_connections_at_start_is_waited_for_not_blamed(
+    settings: Settings, redis_client: object
+) -> None:
+    # As a CLIENT KILL or a restart during the worker's start check: every connection dropped.
+    server = settings.redis.url.removeprefix("redis://").split("/")[0]
+    async with dropping_first(server, drops=100) as address:
+        through = settings.updated({"redis_url": f"redis://{address}/0"})
+        await asyncio.to_thread(check_redis, through)
+
+
+def test_a_closed_tls_handshake_is_no_verdict_on_the_ca() -> None:
+    closed = redis.ConnectionError("network")
+    closed.__context__ = ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+    assert tls_problem(closed, "TICDC_SINK_REDIS_SSL_CA", "/ca.pem", "Redis at h:1") is None
+
+
 def test_tls_against_a_plaintext_port_names_the_setting() -> None:
     ssl_kafka = load_settings(environ={"TICDC_SINK_KAFKA_SECURITY_PROTOCOL": "SSL"})
     closed = kafka_problem(ssl_kafka, KafkaConnectionError("Unable to bootstrap"))
     assert closed is not None and closed.startswith("TICDC_SINK_KAFKA_SECURITY_PROTOCOL=SSL:")
     assert "PLAINTEXT" in closed
     tls_redis = load_settings(environ={"TICDC_SINK_REDIS_URL": "rediss://r:6379/0"})
-    found = redis_problem(tls_redis, redis.TimeoutError("Timeout connecting to server"))
+    found = scheme_hint(tls_redis, redis.TimeoutError("Timeout connecting to server"))
     assert found is not None and found.startswith("TICDC_SINK_REDIS_URL:")
     assert "redis://" in found
 

@@ -1,5 +1,6 @@
-"""The worker's look for partitions it holds but no longer fetches (Timers.refetch_stalled),
-over a real staging area: Faust's consumer is stood in for, as the stall is Faust's own."""
+"""The worker's look for partitions assigned to it but no longer fetched
+(Timers.report_stalls), over a real staging area. Faust's consumer is stood in for: the stall
+is a fault of Faust's that could not be made on purpose."""
 
 from __future__ import annotations
 
@@ -19,12 +20,10 @@ from streams.worker.timers import Timers
 
 
 class Consumer:
-    """What refetch_stalled asks of Faust's consumer, with what it was told."""
+    """What report_stalls asks of Faust's consumer."""
 
     def __init__(self, ends: dict[TP, int]) -> None:
         self.ends = ends
-        self.resumed: list[TP] = []
-        self.seeks: list[tuple[TP, int]] = []
 
     def assignment(self) -> set[TP]:
         return set(self.ends)
@@ -32,47 +31,53 @@ class Consumer:
     async def highwaters(self, *partitions: TP) -> dict[TP, int]:
         return {tp: self.ends[tp] for tp in partitions}
 
-    def resume_partitions(self, partitions: list[TP]) -> None:
-        self.resumed.extend(partitions)
-
-    async def seek(self, partition: TP, offset: int) -> None:
-        self.seeks.append((partition, offset))
-
 
 @pytest.fixture
-def stalled(settings: Settings, staging: Any, redis_client: Any) -> tuple[Timers, Consumer]:
+def timers(settings: Settings, staging: Any, redis_client: Any) -> Timers:
     """Partition 0 staged to offset 41 of 50, partition 1 to its end, both unmoved for longer
-    than STALL_S."""
+    than STALL_S by the last look."""
     ends = {TP("t", 0): 51, TP("t", 1): 20}
     redis_client.hset(staging.keys.offsets, mapping={"t:0": 41, "t:1": 19})
-    consumer = Consumer(ends)
-    app = SimpleNamespace(consumer=consumer)
-    line = SimpleNamespace(holding=False)
-    timers = Timers(app, settings, staging, None, line, Outage("Redis", logging.getLogger("test")))  # type: ignore[arg-type]
+    app = SimpleNamespace(consumer=Consumer(ends))
+    line = SimpleNamespace(in_line=0, acknowledged=0)
+    made = Timers(app, settings, staging, None, line, Outage("Redis", logging.getLogger("t")))  # type: ignore[arg-type]
     long_ago = time.monotonic() - STALL_S - 1
     for tp, staged in ((TopicPartition("t", 0), 41), (TopicPartition("t", 1), 19)):
-        timers._stalls.stalled(tp, staged, ends[TP("t", tp.partition)], long_ago)
-    return timers, consumer
+        made._stalls.stalled(tp, staged, ends[TP("t", tp.partition)], long_ago)
+    return made
 
 
-async def test_a_partition_behind_and_unmoved_is_fetched_again_after_its_last_staged_offset(
-    stalled: tuple[Timers, Consumer], caplog: pytest.LogCaptureFixture
+async def test_a_partition_behind_and_unmoved_while_the_line_is_free_is_told_once(
+    timers: Timers, caplog: pytest.LogCaptureFixture
 ) -> None:
-    timers, consumer = stalled
-    await timers.refetch_stalled()
-    assert consumer.resumed == [TP("t", 0)]
-    assert consumer.seeks == [(TP("t", 0), 42)]
-    assert "t:0: Kafka holds messages up to offset 50, but none past offset 41" in caplog.text
-    await timers.refetch_stalled()
-    assert len(consumer.seeks) == 1, "fetched again before another STALL_S"
+    await timers.report_stalls()
+    told = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert told == [
+        "t:0 is assigned to this worker but not fetched: Kafka's log ends at offset 50, "
+        "staged up to offset 41 and unmoved for 60 s while the worker was free; restart the "
+        "worker if it stays so"
+    ]
+    await timers.report_stalls()
+    assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 1
 
 
-async def test_a_worker_holding_for_room_in_staging_fetches_nothing_again(
-    stalled: tuple[Timers, Consumer],
+async def test_a_line_stuck_with_batches_in_it_is_no_stall_of_the_consumer(
+    timers: Timers, caplog: pytest.LogCaptureFixture
 ) -> None:
-    timers, consumer = stalled
-    timers._line.holding = True
-    await timers.refetch_stalled()
-    timers._line.holding = False
-    await timers.refetch_stalled()
-    assert consumer.seeks == [] and consumer.resumed == []
+    # Batches in the line and none acknowledged since the last look: waiting for room in
+    # staging, for the schema registry or for Redis replicas holds the consumer too.
+    timers._line.in_line = 2
+    await timers.report_stalls()
+    timers._line.in_line = 0
+    await timers.report_stalls()
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+async def test_a_line_that_goes_on_acknowledging_leaves_a_stall_told(
+    timers: Timers, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Other partitions' batches going through: the consumer fetches, only not this partition.
+    timers._line.in_line = 2
+    timers._line.acknowledged = 7
+    await timers.report_stalls()
+    assert [r for r in caplog.records if r.levelno == logging.WARNING]
