@@ -19,7 +19,7 @@ import redis
 from config.errors import ConfigError
 from config.settings import Settings, env_name
 from core.kafka_client import kafka_options
-from core.redis_client import RedisClient, redis_client
+from core.redis_client import RedisClient, redis_address, redis_client
 
 # A probe's wait for a broker that accepts TCP but never answers (a TLS port asked in plaintext).
 PROBE_TIMEOUT_MS = 10_000
@@ -124,7 +124,7 @@ def _dropped(error: BaseException | None) -> bool:
 def redis_refusal(settings: Settings, error: BaseException) -> str | None:
     """The message for a server that answered and refused the login or the certificates."""
     parts = urlsplit(settings.redis.url)
-    where = f"Redis at {parts.hostname}:{parts.port or 6379}"
+    where = _where(settings)
     if isinstance(error, redis.AuthenticationError):
         return (
             f"{env_name('redis_password')} (or the password in {env_name('redis_url')}): "
@@ -142,12 +142,12 @@ def scheme_hint(settings: Settings, error: BaseException) -> str | None:
     """The message for a connection dropped or left hanging in the way a server speaking the
     other of plaintext and TLS does. A restart or a ``CLIENT KILL`` can look the same, so
     :func:`confirmed_redis_problem` asks the port which one it speaks before believing it."""
-    parts = urlsplit(settings.redis.url)
-    where = f"Redis at {parts.hostname}:{parts.port or 6379}"
+    scheme = urlsplit(settings.redis.url).scheme
+    where = _where(settings)
     cause = error.__cause__ or error.__context__
     cut = isinstance(cause, ConnectionResetError | TimeoutError)
     dropped = isinstance(error, redis.ConnectionError) and (cut or "closed" in str(error))
-    if parts.scheme == "redis" and dropped:
+    if scheme == "redis" and dropped:
         return (
             f"{env_name('redis_url')}: {where} dropped a plaintext connection; "
             "does it take TLS only (rediss://)?"
@@ -155,7 +155,7 @@ def scheme_hint(settings: Settings, error: BaseException) -> str | None:
     hung = isinstance(error, redis.ConnectionError | redis.TimeoutError) and (
         cut or "Timeout" in str(error)
     )
-    if parts.scheme == "rediss" and hung:
+    if scheme == "rediss" and hung:
         return (
             f"{env_name('redis_url')}: {where} never finished a TLS handshake; "
             "does it take plaintext only (redis://)?"
@@ -174,10 +174,15 @@ def confirmed_redis_problem(settings: Settings, error: BaseException) -> str | N
     hint = scheme_hint(settings, error)
     if hint is None:
         return None
-    parts = urlsplit(settings.redis.url)
-    address = (parts.hostname or "localhost", parts.port or 6379)
-    speaks_other = speaks_tls(address) if parts.scheme == "redis" else answers_plaintext(address)
+    address = redis_address(settings)
+    scheme = urlsplit(settings.redis.url).scheme
+    speaks_other = speaks_tls(address) if scheme == "redis" else answers_plaintext(address)
     return hint if speaks_other else None
+
+
+def _where(settings: Settings) -> str:
+    host, port = redis_address(settings)
+    return f"Redis at {host}:{port}"
 
 
 def speaks_tls(address: tuple[str, int]) -> bool:

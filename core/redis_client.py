@@ -34,6 +34,12 @@ REDIS_TRANSIENT = (
 )
 
 
+def redis_address(settings: Settings) -> tuple[str, int]:
+    """The host and port the Redis URL names (TCP), as the client connects to them."""
+    parts = urlsplit(settings.redis.url)
+    return parts.hostname or "127.0.0.1", parts.port or 6379
+
+
 def redis_client(settings: Settings, **extra: object) -> RedisClient:
     """A client of the staging Redis, or of the Redis Cluster (TICDC_SINK_REDIS_CLUSTER) whose
     node the URL names: ``rediss://`` verifies the server against TICDC_SINK_REDIS_SSL_CA (the

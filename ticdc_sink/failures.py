@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from config.names import env_name
 from config.settings import Settings
 from core.kafka_client import kafka_addresses
+from core.redis_client import redis_address
 from core.startup import tcp_refusal
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE
 
@@ -37,11 +38,6 @@ class Failure:
 
     text: str
     code: int
-
-
-def redis_address(settings: Settings) -> tuple[str, int]:
-    parts = urlsplit(settings.redis.url)
-    return parts.hostname or "127.0.0.1", parts.port or 6379
 
 
 def unreachable(setting: str, service: str, addresses: list[tuple[str, int]], why: str) -> str:

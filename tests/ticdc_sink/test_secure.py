@@ -26,7 +26,7 @@ import pytest
 
 from config.settings import SaslMechanism, Settings, load_settings
 from core.kafka_client import kafka_options
-from core.redis_client import redis_client
+from core.redis_client import redis_address, redis_client
 from core.staging import Keys
 from spark_sink.db.connection import connect as downstream_connect
 from tests.conftest import missing
@@ -297,15 +297,9 @@ def _blank_unset(env: dict[str, str]) -> dict[str, str]:
 def test_the_secured_redis_port_is_told_apart_from_a_plaintext_one(
     secure_settings: Settings, settings: Settings
 ) -> None:
-    from urllib.parse import urlsplit
-
     from core.connectivity import answers_plaintext, speaks_tls
 
-    def address(url: str) -> tuple[str, int]:
-        parts = urlsplit(url)
-        return parts.hostname or "", parts.port or 6379
-
-    secured, plain = address(secure_settings.redis.url), address(settings.redis.url)
+    secured, plain = redis_address(secure_settings), redis_address(settings)
     assert speaks_tls(secured) and not answers_plaintext(secured)
     assert answers_plaintext(plain) and not speaks_tls(plain)
 
