@@ -23,7 +23,7 @@ from faust.exceptions import ConsumerNotStarted
 from config.settings import Settings
 from core.outage import Outage
 from core.redis_client import REDIS_TRANSIENT
-from core.staging import Staging, TopicPartition
+from core.staging import PartitionProgress, Staging, TopicPartition
 from core.tso import tso_seconds
 from streams.idle import IdleView, QuietClock, idle_check_interval, idle_watermark
 from streams.metrics import GLOBAL_RESOLVED, PARTITION_WATERMARK
@@ -142,13 +142,12 @@ class Timers:
         self._acknowledged = line.acknowledged
         try:
             assigned = sorted(self._app.consumer.assignment())
-            partitions = [TopicPartition(k.topic, k.partition) for k in assigned]
+            partitions = _staging_partitions(assigned)
             self._stalls.keep(partitions)
             if stuck or not assigned:
                 self._stalls.restart()
                 return
-            ends = await self._app.consumer.highwaters(*assigned)
-            progress = await asyncio.to_thread(self._staging.progress, partitions)
+            ends, progress = await self._offsets(assigned, partitions)
         except (KafkaError, ConsumerNotStarted, *REDIS_TRANSIENT) as error:
             log.debug("no look at stalled partitions this time: %s", error)
             self._stalls.restart()
@@ -177,6 +176,16 @@ class Timers:
         else:
             self._redis_outage.answered()
 
+    async def _offsets(
+        self, assigned: list[Any], partitions: list[TopicPartition]
+    ) -> tuple[dict[Any, int], dict[TopicPartition, PartitionProgress]]:
+        """Kafka's log-end offset of each of the ``assigned`` partitions, then what staging
+        holds of each (``partitions``, the same ones as staging names them); Kafka's and
+        Redis's errors are the caller's."""
+        ends = await self._app.consumer.highwaters(*assigned)
+        progress = await asyncio.to_thread(self._staging.progress, partitions)
+        return ends, progress
+
     async def _resolve_idle(self, idle_s: float) -> None:
         """Move the watermark of each assigned partition that is staged to its log-end offset
         and quiet for ``idle_s`` seconds to the highest commit ts staged from it, or the
@@ -185,13 +194,12 @@ class Timers:
         assigned = sorted(app.consumer.assignment())
         if not assigned:
             return
+        partitions = _staging_partitions(assigned)
         try:
-            ends = await app.consumer.highwaters(*assigned)
+            ends, progress = await self._offsets(assigned, partitions)
         except KafkaError as error:
             log.debug("no log-end offsets this time: %s", error)
             return
-        partitions = [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
-        progress = await asyncio.to_thread(staging.progress, partitions)
         pipeline_watermark = await asyncio.to_thread(staging.highest_watermark)
         now = time.monotonic()
         for kafka_tp, tp in zip(assigned, partitions, strict=True):
@@ -224,3 +232,8 @@ class Timers:
                     view.quiet_s,
                     mark,
                 )
+
+
+def _staging_partitions(assigned: list[Any]) -> list[TopicPartition]:
+    """Faust's partitions as staging names them."""
+    return [TopicPartition(kafka_tp.topic, kafka_tp.partition) for kafka_tp in assigned]
