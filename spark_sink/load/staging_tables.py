@@ -123,10 +123,8 @@ class StagingTables:
             for table, every in found.items():
                 self._layouts[schema, table] = Layout.of(schema, table, every)
             if facts:
-                referenced = self._schema_referenced(cursor, schema)
-                triggered = self._triggered.get(schema)
-                if triggered is None:
-                    triggered = self._triggered[schema] = triggered_tables(cursor, schema)
+                referenced = _per_schema(self._referenced, referenced_tables, cursor, schema)
+                triggered = _per_schema(self._triggered, triggered_tables, cursor, schema)
                 known = tables_facts(cursor, schema, found, referenced, triggered)
                 self._facts.update(((schema, table), f) for table, f in known.items())
 
@@ -204,17 +202,9 @@ class StagingTables:
         facts = self._facts.get(routed)
         if facts is None:
             schema, table = routed
-            referenced = self._schema_referenced(cursor, schema)
+            referenced = _per_schema(self._referenced, referenced_tables, cursor, schema)
             facts = self._facts[routed] = table_facts(cursor, schema, table, referenced)
         return in_place(item.plan, item.keyed, item.columns, facts)
-
-    def _schema_referenced(self, cursor: Any, schema: str) -> frozenset[str]:
-        """The tables of ``schema`` a foreign key references, read once a schema (again after
-        a DDL that may change them)."""
-        referenced = self._referenced.get(schema)
-        if referenced is None:
-            referenced = self._referenced[schema] = referenced_tables(cursor, schema)
-        return referenced
 
     def forget_layouts(self, foreign_keys: bool = True) -> None:
         """Read every table's layout and facts again: a DDL may have changed any of them. With
@@ -276,3 +266,17 @@ def _probe_columns(plan: TablePlan, columns: list[Column]) -> list[Column] | Non
     by_name = {c.name: c for c in columns}
     candidates = [by_name[k] for k in plan.key_columns if k in by_name]
     return candidates[:PROBE_PARTS] or None
+
+
+def _per_schema(
+    cache: dict[str, frozenset[str]],
+    read: Callable[[Any, str], frozenset[str]],
+    cursor: Any,
+    schema: str,
+) -> frozenset[str]:
+    """``read(cursor, schema)`` (tables of ``schema`` a foreign key references, or with
+    triggers), read once a schema and kept in ``cache`` until a DDL may change it."""
+    found = cache.get(schema)
+    if found is None:
+        found = cache[schema] = read(cursor, schema)
+    return found
