@@ -18,7 +18,7 @@ Backpressure is the handler's: while it waits, the consumer neither delivers nor
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from faust.transport.consumer import CONSUMER_FETCHING
@@ -71,6 +71,18 @@ class ChunkConsumer(faust_aiokafka.Consumer):
             raise
         finally:
             self.diag.unset_flag(CONSUMER_FETCHING)
+
+    async def seek_to_committed(self) -> Mapping[Any, int]:
+        """Seek every assigned partition to its committed offset, as Faust's recovery does once
+        a rebalance ends. aiokafka asserts that something is assigned, and a rebalance that
+        begins meanwhile can take everything away: Faust's recovery would crash on it and stop
+        the worker. Nothing assigned, nothing to seek; the next assignment seeks again."""
+        try:
+            return await super().seek_to_committed()
+        except AssertionError:
+            if self.assignment():
+                raise
+            return {}
 
     async def _deliver(self, chunk: list[tuple[Any, Any]]) -> None:
         """Hand a chunk's messages to the handler in order and in lists, skipping what Faust's

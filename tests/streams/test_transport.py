@@ -8,6 +8,7 @@ from typing import Any
 
 import faust
 import pytest
+from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 from faust.types.tuples import Message
 
@@ -120,3 +121,25 @@ async def test_a_list_not_taken_is_not_waited_for_and_stale_messages_are_skipped
     assert handed == [[1]]
     assert not consumer._unacked_messages
     assert consumer._read_offset[TP(TOPIC, 0)] is None
+
+
+async def test_a_seek_to_committed_with_everything_taken_away_seeks_nothing(
+    consumer_and_handed: tuple[ChunkConsumer, list[list[tuple[int, int]]]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What aiokafka raises when a rebalance took every partition away before Faust's recovery
+    # seeks to the committed offsets (the recovery crashed on it and the worker stopped).
+    consumer, _ = consumer_and_handed
+
+    async def nothing_assigned(self: Any) -> dict[TP, int]:
+        raise AssertionError("No partitions are currently assigned")
+
+    monkeypatch.setattr(faust_aiokafka.Consumer, "seek_to_committed", nothing_assigned)
+    assigned: set[TP] = set()
+    monkeypatch.setattr(ChunkConsumer, "assignment", lambda self: assigned)
+    await consumer.perform_seek()
+    assert dict(consumer._read_offset) == {}
+    # With partitions still assigned the assertion is a fault, not a rebalance: it stands.
+    assigned.add(TP(TOPIC, 0))
+    with pytest.raises(AssertionError, match="No partitions"):
+        await consumer.perform_seek()
