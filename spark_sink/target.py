@@ -18,6 +18,7 @@ from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import Dialect
 from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.ddl.apply import DDLApplier
+from spark_sink.ddl.rewrite import named_tables
 from spark_sink.ddl.text import may_change_foreign_keys
 from spark_sink.load.spark_start import SparkStart, sink_spark
 from spark_sink.load.staging_tables import StagingTables
@@ -117,8 +118,16 @@ class Target:
     ) -> None:
         """Run ``ddl`` once in its routed database and record it in the checkpoint with
         ``offsets``; what the checkpoint says was applied or skipped does not run."""
-        if self.ddl.apply(ddl, checkpoint, epoch, offsets):
-            self.tables.forget_layouts(foreign_keys=may_change_foreign_keys(ddl.query))
+        action = self.ddl.apply(ddl, checkpoint, epoch, offsets)
+        if action is None:
+            return
+        # Only the tables the statement names may have changed, unless a foreign key may have
+        # been made or dropped: that changes what its parent may do, whichever table it names.
+        # A DDL refused and skipped has no routed statement: every table is read again.
+        query = action.query
+        keys = query is None or may_change_foreign_keys(query)
+        named = None if query is None or keys else named_tables(query, action.home)
+        self.tables.forget_layouts(foreign_keys=keys, tables=named)
 
     def _prepare(self, cursor: Any, dialect: Dialect) -> None:
         """On connecting: the checkpoint table, written in the server's dialect."""

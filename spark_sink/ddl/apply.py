@@ -16,7 +16,7 @@ from spark_sink.db.checkpoint import Checkpoint, CheckpointTable
 from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import ANY_SERVER, Dialect
 from spark_sink.db.retries import with_retries
-from spark_sink.ddl.action import DDLStep, ddl_action
+from spark_sink.ddl.action import DDLAction, DDLStep, ddl_action
 from spark_sink.ddl.text import statements
 from spark_sink.metrics import DDL_SKIPPED
 from spark_sink.routing import Router
@@ -71,10 +71,11 @@ class DDLApplier:
 
     def apply(
         self, ddl: DDLEvent, checkpoint: Checkpoint, epoch: int, offsets: dict[str, int]
-    ) -> bool:
+    ) -> DDLAction | None:
         """Run ``ddl`` once in its routed database and record it in the checkpoint with
-        ``offsets``; what the checkpoint says was applied or skipped does not run. Returns
-        whether the DDL may have changed a table's layout (it ran, or was meant to)."""
+        ``offsets``; what the checkpoint says was applied or skipped does not run. Returns its
+        action when the DDL may have changed a table's layout (it ran, or was meant to), else
+        None."""
         self.connection.open()  # reads the server's dialect
         dialect = self.connection.dialect
         action = ddl_action(
@@ -84,22 +85,22 @@ class DDLApplier:
         step = action.step
         if step is DDLStep.APPLIED:
             log.info("DDL at %d already applied: %s", ddl.commit_ts, ddl.query)
-            return False
+            return None
         if step is DDLStep.FILTERED:
-            return False
+            return None
         if step is DDLStep.SKIP_ASKED:
             log.warning(
                 "DDL at %d skipped, as `ticdc-sink skip-ddl` asked: %s", ddl.commit_ts, ddl.query
             )
             DDL_SKIPPED.labels(self.settings.group, "skip-ddl").inc()
             self._record(ddl, epoch, offsets)
-            return False
+            return None
         if step is DDLStep.NOTHING_TO_RUN:
             log.info(
                 "DDL at %d is TiDB's own, nothing to run downstream: %s", ddl.commit_ts, ddl.query
             )
             self._record(ddl, epoch, offsets)
-            return False
+            return None
         try:
             if step is DDLStep.CANNOT_RUN:
                 raise DDLError(action.error or "it cannot run downstream")
@@ -121,7 +122,7 @@ class DDLApplier:
             log.error("%s; skipped (TICDC_SINK_ON_DDL_ERROR=skip)", message)
             DDL_SKIPPED.labels(self.settings.group, "on-ddl-error").inc()
             self._record(ddl, epoch, offsets)
-        return True
+        return action
 
     def _record(
         self,

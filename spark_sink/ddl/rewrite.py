@@ -6,6 +6,9 @@ the original text is then replaced, so nothing else in the statement changes. Wh
 only as an opaque command is handled on its tokens where the shape is fixed: ``RENAME TABLE a TO b,
 ...``, and ``ALTER TABLE|DATABASE name ...`` (whose only name is its subject, unless it renames or
 references another table). Anything else with a route to apply is refused, never guessed.
+
+The same reading says which tables a statement run downstream may have changed
+(:func:`named_tables`), so the sink reads again the layouts of those tables only.
 """
 
 from __future__ import annotations
@@ -64,6 +67,24 @@ def named_database(query: str) -> str | None:
     except DDLError:
         return None
     return next((ref.schema for ref in refs if ref.schema is not None), None)
+
+
+def named_tables(query: str, home: str | None) -> frozenset[tuple[str, str]] | None:
+    """The tables ``query`` names, as (database, table) lowered (the downstream may compare
+    names without case), an unqualified one in ``home``; None when any table may have changed:
+    the statement names a database, or an unqualified table with no ``home``, or no table, or
+    cannot be read."""
+    try:
+        refs = _names(query)
+    except DDLError:
+        return None
+    named = set()
+    for ref in refs:
+        database = ref.schema if ref.schema is not None else home
+        if ref.is_database or database is None:
+            return None
+        named.add((database.lower(), ref.name.lower()))
+    return frozenset(named) or None
 
 
 def _rename(ref: NameRef, schema: str, router: Router, home: str | None) -> Edit | None:

@@ -206,18 +206,39 @@ class StagingTables:
             facts = self._facts[routed] = table_facts(cursor, schema, table, referenced)
         return in_place(item.plan, item.keyed, item.columns, facts)
 
-    def forget_layouts(self, foreign_keys: bool = True) -> None:
-        """Read every table's layout and facts again: a DDL may have changed any of them. With
-        ``foreign_keys`` false (a DDL that makes no foreign key and renames no table), which
-        tables foreign keys reference is kept: MariaDB answers that query by opening every
-        table on the server (seconds with thousands). A dropped foreign key leaves its table
-        counted as referenced, which only sends its rows through its staging table."""
-        self._layouts.clear()
-        self._facts.clear()
-        self._stages.clear()
-        self._triggered.clear()
+    def forget_layouts(
+        self, foreign_keys: bool = True, tables: frozenset[tuple[str, str]] | None = None
+    ) -> None:
+        """Read layouts and facts again after a DDL: of ``tables`` (routed, as (database,
+        table) lowered: :func:`~spark_sink.ddl.rewrite.named_tables`), or of every table when
+        None, as for a DDL that may have changed any. With ``foreign_keys`` false (a DDL that
+        makes no foreign key and renames no table), which tables foreign keys reference is kept:
+        MariaDB answers that query by opening every table on the server (seconds with
+        thousands). A dropped foreign key leaves its table counted as referenced, which only
+        sends its rows through its staging table."""
         if foreign_keys:
             self._referenced.clear()
+        if tables is None:
+            self._layouts.clear()
+            self._facts.clear()
+            self._stages.clear()
+            self._triggered.clear()
+            return
+        # A scan of what is known, not a lookup: the statement may name a table in another
+        # case than its rows do.
+        names = {table for _, table in tables}
+        named = {
+            key
+            for key in self._layouts.keys() | self._facts.keys()
+            if key[1].lower() in names and (key[0].lower(), key[1].lower()) in tables
+        }
+        for key in named:
+            self._layouts.pop(key, None)
+            self._facts.pop(key, None)
+        for stage in [stage for stage in self._stages if stage[:2] in named]:
+            del self._stages[stage]
+        # Which tables have triggers is kept: no replicated DDL makes one (TiDB has none), and
+        # reading them again costs a scan of the schema (tens of ms with thousands of tables).
 
     def forget_created(self) -> None:
         """Make every staging table again when next needed: a CREATE may not have run."""

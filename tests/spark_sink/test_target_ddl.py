@@ -3,7 +3,7 @@ the sink and how an operator gets past it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +14,7 @@ from config.settings import OnDDLError, OnSchemaDrift, Settings
 from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
 from core.staging import Staging, TopicPartition
 from spark_sink.db.connection import connect
+from spark_sink.db.tables import Column, tables_columns
 from spark_sink.ddl.skip import request_skip_ddl
 from spark_sink.loop import SinkLoop
 from spark_sink.routing import Router
@@ -188,6 +189,47 @@ def test_routes_hold_across_ddl(pipeline: Any, unique: str) -> None:
         (1, 1, None),
         (2, 2, 3),
     ]
+
+
+@pytest.mark.parametrize("routed", [False, True])
+def test_a_ddl_reads_again_only_the_layouts_of_the_tables_it_names(
+    pipeline: Any, unique: str, monkeypatch: pytest.MonkeyPatch, routed: bool
+) -> None:
+    settings, staging, upstream = pipeline
+    up, replica = f"{unique}_up", f"{unique}_replica"
+    reads: list[list[str]] = []
+
+    def counted(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str, list[Column]]:
+        reads.append(sorted(tables))
+        return tables_columns(cursor, schema, tables)
+
+    monkeypatch.setattr("spark_sink.load.staging_tables.tables_columns", counted)
+    routes = {"routes": f"{up}.*={replica}.*"} if routed else {}
+    sink = sink_for(settings, staging, **routes)
+    upstream.ddl(up, None, f"CREATE DATABASE `{up}`")
+    upstream.ddl(up, "a", "CREATE TABLE a (id INT PRIMARY KEY, v INT)")
+    upstream.ddl(up, "b", f"CREATE TABLE `{up}`.b (id INT PRIMARY KEY, v INT)")
+    upstream.row(up, "a", {"id": 1, "v": 1})
+    upstream.row(up, "b", {"id": 1, "v": 1})
+    sink.run_once()
+    upstream.ddl(up, "a", "ALTER TABLE a ADD COLUMN w INT")
+    upstream.row(up, "a", {"id": 2, "v": 2, "w": 3}, COLUMNS | {"w": column_type(3, NULLABLE)})
+    last = upstream.row(up, "b", {"id": 2, "v": 2})
+    assert sink.run_once() == last
+    # b's layout is still known; a's is read again, and its new column is written.
+    assert reads == [["a", "b"], ["a"]]
+    database = replica if routed else up
+    assert query(settings, f"SELECT id, v, w FROM `{database}`.a ORDER BY id") == [
+        (1, 1, None),
+        (2, 2, 3),
+    ]
+    assert query(settings, f"SELECT id, v FROM `{database}`.b ORDER BY id") == [(1, 1), (2, 2)]
+    # A DDL about a whole database may change any table: both are read again.
+    upstream.ddl(up, None, f"ALTER DATABASE `{up}` CHARACTER SET utf8mb4")
+    upstream.row(up, "a", {"id": 3, "v": 3, "w": 3}, COLUMNS | {"w": column_type(3, NULLABLE)})
+    last = upstream.row(up, "b", {"id": 3, "v": 3})
+    assert sink.run_once() == last
+    assert reads == [["a", "b"], ["a"], ["a", "b"]]
 
 
 def test_an_upstream_column_missing_downstream_stops_or_is_counted(

@@ -6,7 +6,7 @@ import pytest
 
 from config.errors import DDLError
 from config.settings import parse_routes, parse_table_patterns
-from spark_sink.ddl.rewrite import named_database, route_ddl
+from spark_sink.ddl.rewrite import named_database, named_tables, route_ddl
 from spark_sink.ddl.text import is_database_ddl
 from spark_sink.routing import Router
 
@@ -117,3 +117,37 @@ def test_schema_routes_move_only_whole_databases() -> None:
 )
 def test_the_database_a_ddl_names_is_found(query: str, database: str | None) -> None:
     assert named_database(query) == database
+
+
+@pytest.mark.parametrize(
+    ("query", "tables"),
+    [
+        ("CREATE TABLE t (id INT PRIMARY KEY)", {("home", "t")}),
+        ("ALTER TABLE `Other`.`T` ADD COLUMN c INT", {("other", "t")}),
+        ("ALTER TABLE t RENAME INDEX a TO b", {("home", "t")}),
+        ("ALTER TABLE t RENAME TO u", {("home", "t"), ("home", "u")}),
+        (
+            "RENAME TABLE a TO c, x.b TO d",
+            {("home", "a"), ("home", "c"), ("x", "b"), ("home", "d")},
+        ),
+        ("DROP TABLE IF EXISTS d, e", {("home", "d"), ("home", "e")}),
+        ("TRUNCATE TABLE d", {("home", "d")}),
+        ("CREATE INDEX i ON t (c)", {("home", "t")}),
+        ("DROP INDEX i ON t", {("home", "t")}),
+        ("CREATE TABLE b LIKE a", {("home", "a"), ("home", "b")}),
+        # Whatever may reach any table, or cannot be read: every table.
+        ("CREATE DATABASE x", None),
+        ("DROP DATABASE x", None),
+        ("ALTER TABLE t EXCHANGE PARTITION p WITH TABLE u", None),
+        ("no statement at all", None),
+    ],
+)
+def test_a_ddl_names_the_tables_it_may_change(
+    query: str, tables: set[tuple[str, str]] | None
+) -> None:
+    assert named_tables(query, "home") == (None if tables is None else frozenset(tables))
+
+
+def test_an_unqualified_name_without_a_home_may_be_any_table() -> None:
+    assert named_tables("ALTER TABLE t ADD COLUMN c INT", None) is None
+    assert named_tables("ALTER TABLE db.t ADD COLUMN c INT", None) == {("db", "t")}

@@ -4,7 +4,8 @@ tables open than the sink writes (pure, then read from the real MariaDB)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -12,6 +13,7 @@ from config.settings import Settings
 from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import server_dialect
+from spark_sink.db.tables import Column, tables_columns
 from spark_sink.load.staging_tables import StagingTables, table_cache_advice
 from spark_sink.plan import plan_batch
 from spark_sink.routing import Router
@@ -70,3 +72,35 @@ def test_a_sink_writing_more_tables_than_the_server_caches_says_so_once(
     assert len(warnings) == 1
     assert "450 tables" in warnings[0] and "table_definition_cache=400" in warnings[0]
     assert "table_open_cache" not in warnings[0]
+
+
+@pytest.mark.integration
+def test_a_table_named_in_another_case_is_forgotten_alone(
+    settings: Settings, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[list[str]] = []
+
+    def counted(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str, list[Column]]:
+        reads.append(sorted(tables))
+        return tables_columns(cursor, schema, tables)
+
+    monkeypatch.setattr("spark_sink.load.staging_tables.tables_columns", counted)
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{unique}`")
+        try:
+            for table in ("Orders", "items"):
+                cursor.execute(f"CREATE TABLE `{unique}`.`{table}` (id INT PRIMARY KEY)")
+            plans = plan_batch(
+                RowChange(1, unique, table, Op.INSERT, COLUMNS, {"id": 1}, None)
+                for table in ("Orders", "items")
+            )
+            staging = StagingTables(settings, Router())
+            staging.learn(cursor, plans, facts=True)
+            # As a DDL names it (named_tables lowers every name).
+            staging.forget_layouts(
+                foreign_keys=False, tables=frozenset({(unique.lower(), "orders")})
+            )
+            staging.learn(cursor, plans, facts=True)
+        finally:
+            cursor.execute(f"DROP DATABASE `{unique}`")
+    assert reads == [["Orders", "items"], ["Orders"]]
