@@ -319,6 +319,11 @@ class Dialect:
         """The statement that gives the session back the mode :meth:`strict_session` kept."""
         return "SET SESSION sql_mode = @tcs_mode"
 
+    def script(self, statements: Sequence[str]) -> list[str]:
+        """``statements`` as they go in one round trip, run in order until the first fails:
+        here each a statement of its own (the server sends a result a statement)."""
+        return list(statements)
+
     def local_infile_query(self) -> str:
         """A query whose one value says whether the server takes LOAD DATA LOCAL."""
         return "SELECT @@GLOBAL.local_infile"
@@ -353,6 +358,11 @@ class MariaDBDialect(Dialect):
 
     def jdbc_batching(self) -> str:
         return JDBC_BULK_STATEMENTS
+
+    def script(self, statements: Sequence[str]) -> list[str]:
+        # One compound statement: one result for them all, where thousands of a few rows each
+        # would cost the client a result apiece (and the server a packet apiece).
+        return [f"BEGIN NOT ATOMIC {'; '.join(statements)}; END"]
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,22 @@ def _named(tables: Sequence[str]) -> list[tuple[str, list[str]]]:
     return runs
 
 
+def schema_columns(cursor: Any, schema: str) -> dict[str, list[Column]]:
+    """:func:`table_columns` of every table of ``schema``, in one query: MariaDB scans the
+    schema's directory once and reads each table's definition (~15 us a table), where an IN
+    list of more than one name costs a scan of the directory a query."""
+    cursor.execute(
+        "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
+        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+        "ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        (schema,),
+    )
+    found: dict[str, list[Column]] = {}
+    for table, *column in cursor.fetchall():
+        found.setdefault(table, []).append(_column(*column))
+    return found
+
+
 def tables_columns(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str, list[Column]]:
     """:func:`table_columns` of each of ``tables`` that exists, a query per
     :data:`NAMES_PER_QUERY` tables instead of one a table."""

@@ -250,7 +250,8 @@ def run_statements(cursor: Any, dialect: Dialect, statements: list[str]) -> None
     become errors, as :func:`load_csv` makes them); the first failure is raised and the rest
     do not run."""
     for script in scripts(statements, SCRIPT_BYTES):
-        cursor.execute(";".join([*dialect.strict_session(), *script, dialect.restore_session()]))
+        statements = [*dialect.strict_session(), *dialect.script(script)]
+        cursor.execute(";".join([*statements, dialect.restore_session()]))
         while cursor.nextset():
             pass
 

@@ -20,6 +20,7 @@ from spark_sink.db.tables import (
     Column,
     TableFacts,
     referenced_tables,
+    schema_columns,
     table_columns,
     table_facts,
     table_name,
@@ -40,6 +41,10 @@ PROBE_PARTS = 8
 # The tables known at which the downstream's table caches are first compared with them (then at
 # each doubling, until one warning): MariaDB's smallest default, table_definition_cache, is 400.
 TABLE_CACHE_CHECK = 256
+# New tables of one schema in a batch from which the whole schema's layouts are read at once: a
+# changefeed writing that many of a schema's tables writes most of them, and one query for every
+# table costs less than a few queries of many names (each scans the schema's directory).
+SCHEMA_READ_TABLES = 100
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -110,16 +115,22 @@ class StagingTables:
 
     def learn(self, cursor: Any, plans: Sequence[TablePlan], facts: bool) -> None:
         """Read the layouts (and, with ``facts``, the facts) of the tables of ``plans`` not
-        known yet: a few queries a schema, where one batch of thousands of tables new to the
-        sink would otherwise cost three a table. A table not found is left to :meth:`staged`,
-        which names it."""
+        known yet: a few queries a schema (every table of the schema at once when the batch
+        meets :data:`SCHEMA_READ_TABLES` of them new), where one batch of thousands of tables
+        new to the sink would otherwise cost three a table. A table not found is left to
+        :meth:`staged`, which names it."""
         unknown: dict[str, list[str]] = {}
         for plan in plans:
             routed = self.router.route(plan.schema, plan.table)
             if routed is not None and routed not in self._layouts:
                 unknown.setdefault(routed[0], []).append(routed[1])
         for schema, tables in unknown.items():
-            found = tables_columns(cursor, schema, sorted(set(tables)))
+            names = sorted(set(tables))
+            if len(names) >= SCHEMA_READ_TABLES:
+                found = schema_columns(cursor, schema)
+                found = {t: c for t, c in found.items() if (schema, t) not in self._layouts}
+            else:
+                found = tables_columns(cursor, schema, names)
             for table, every in found.items():
                 self._layouts[schema, table] = Layout.of(schema, table, every)
             if facts:
@@ -130,8 +141,10 @@ class StagingTables:
 
     def check_caches(self, cursor: Any, dialect: Dialect) -> None:
         """Warn once when the sink writes more tables than the downstream keeps open or its
-        definitions cached (:func:`table_cache_advice`), read as the tables known double."""
-        known = len(self._layouts)
+        definitions cached (:func:`table_cache_advice`), read as the tables written double
+        (their staging names: a table's layout may be known unwritten, a schema's being read
+        whole)."""
+        known = len(self._stages)
         if known < self._cache_check:
             return
         self._cache_check = known * 2

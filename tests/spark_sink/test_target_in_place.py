@@ -14,6 +14,7 @@ from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.db.connection import connect
 from spark_sink.db.tables import (
     referenced_tables,
+    schema_columns,
     table_columns,
     table_facts,
     tables_columns,
@@ -209,9 +210,11 @@ def test_the_facts_of_many_tables_at_once_equal_each_tables_own(
         triggered = triggered_tables(cursor, db)
         each = {name: table_columns(cursor, db, name) for name in names}
         columns = tables_columns(cursor, db, names)
+        whole = schema_columns(cursor, db)
         facts = tables_facts(cursor, db, columns, referenced, triggered)
         exact = {name: table_facts(cursor, db, name, referenced) for name in columns}
     assert columns == {name: found for name, found in each.items() if found}
+    assert whole == columns
     # A unique key led by a primary key column is missed (its rows go through staging)...
     assert exact.pop("led").unique_keys == {frozenset({"id"}), frozenset({"id", "x"})}
     assert facts.pop("led").unique_keys == {frozenset({"id"})}

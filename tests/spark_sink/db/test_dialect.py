@@ -8,6 +8,7 @@ from typing import Any
 
 import pymysql
 import pytest
+from pymysql.constants import CLIENT
 
 from config.errors import TransientApplyError
 from config.settings import Settings
@@ -26,6 +27,7 @@ from spark_sink.db.dialect import (
     parse_version,
     server_dialect,
 )
+from spark_sink.load.loaders import run_statements
 
 MYSQL_8_0_36 = dialect_for("8.0.36")
 MYSQL_8_0_19 = dialect_for("8.0.19-log")
@@ -267,3 +269,28 @@ def test_only_mariadb_gets_connector_j_bulk_statements() -> None:
     for dialect in (TIDB, MYSQL_8_0_36):
         assert "rewriteBatchedStatements=true" in dialect.jdbc_batching()
         assert "useBulkStmts=false" in dialect.jdbc_batching()
+
+
+@pytest.mark.integration
+def test_a_script_runs_in_order_and_stops_at_its_first_failure(
+    server: Settings, database: str
+) -> None:
+    table = f"`{database}`.`t`"
+    rows = [f"INSERT INTO {table} VALUES ({n}, 'abc')" for n in range(1, 4)]
+    # As the sink's connection: a script goes in one round trip.
+    with connect(server, client_flag=CLIENT.MULTI_STATEMENTS) as conn, conn.cursor() as cursor:
+        dialect = server_dialect(cursor)
+        cursor.execute(f"CREATE TABLE {table} (a INT PRIMARY KEY, b VARCHAR(3))")
+        cursor.execute("SET SESSION sql_mode = ''")
+        run_statements(cursor, dialect, rows)
+        # The strict mode was the script's only: the session has its own back.
+        cursor.execute("SELECT @@SESSION.sql_mode")
+        assert cursor.fetchone() == ("",)
+        late = [f"INSERT INTO {table} VALUES (4, 'abc')", f"INSERT INTO {table} VALUES (5, 'abcd')"]
+        with pytest.raises(pymysql.MySQLError) as raised:
+            run_statements(cursor, dialect, [*late, f"INSERT INTO {table} VALUES (6, 'abc')"])
+        # Strict, a value too long for its column is refused (1406), never clipped.
+        assert raised.value.args[0] == 1406
+        cursor.execute(f"SELECT a FROM {table} ORDER BY a")
+        assert [a for (a,) in cursor.fetchall()] == [1, 2, 3, 4]
+        conn.rollback()

@@ -13,9 +13,9 @@ from config.settings import Settings
 from core.model import ColumnFlag, Op, RowChange, column_type
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import server_dialect
-from spark_sink.db.tables import Column, tables_columns
+from spark_sink.db.tables import Column, schema_columns, tables_columns
 from spark_sink.load.staging_tables import StagingTables, table_cache_advice
-from spark_sink.plan import plan_batch
+from spark_sink.plan import TablePlan, plan_batch
 from spark_sink.routing import Router
 
 COLUMNS = {"id": column_type(3, int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY))}
@@ -62,8 +62,14 @@ def test_a_sink_writing_more_tables_than_the_server_caches_says_so_once(
             ]
             staging = StagingTables(settings, Router())
             dialect = server_dialect(cursor)
+            plans = plan_batch(changes)
             with caplog.at_level(logging.WARNING, "ticdc_sink.sink"):
-                staging.learn(cursor, plan_batch(changes), facts=True)
+                staging.learn(cursor, plans, facts=True)
+                # Known, not yet written: nothing to say.
+                staging.check_caches(cursor, dialect)
+                assert not caplog.records
+                for plan in plans:
+                    staging.staged(cursor, dialect, plan)
                 staging.check_caches(cursor, dialect)
                 staging.check_caches(cursor, dialect)
         finally:
@@ -104,3 +110,46 @@ def test_a_table_named_in_another_case_is_forgotten_alone(
         finally:
             cursor.execute(f"DROP DATABASE `{unique}`")
     assert reads == [["Orders", "items"], ["Orders"]]
+
+
+@pytest.mark.integration
+def test_a_batch_meeting_many_new_tables_of_a_schema_reads_the_whole_schema(
+    settings: Settings, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads: list[str] = []
+
+    def whole(cursor: Any, schema: str) -> dict[str, list[Column]]:
+        reads.append("schema")
+        return schema_columns(cursor, schema)
+
+    def named(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str, list[Column]]:
+        reads.append(",".join(sorted(tables)))
+        return tables_columns(cursor, schema, tables)
+
+    monkeypatch.setattr("spark_sink.load.staging_tables.SCHEMA_READ_TABLES", 3)
+    monkeypatch.setattr("spark_sink.load.staging_tables.schema_columns", whole)
+    monkeypatch.setattr("spark_sink.load.staging_tables.tables_columns", named)
+
+    def plans(*tables: str) -> list[TablePlan]:
+        return plan_batch(
+            RowChange(1, unique, table, Op.INSERT, COLUMNS, {"id": 1}, None) for table in tables
+        )
+
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{unique}`")
+        try:
+            for table in ("a", "b", "c", "d", "e"):
+                cursor.execute(f"CREATE TABLE `{unique}`.`{table}` (id INT PRIMARY KEY)")
+            staging = StagingTables(settings, Router())
+            dialect = server_dialect(cursor)
+            staging.learn(cursor, plans("a", "b"), facts=True)
+            staging.learn(cursor, plans("a", "c", "d", "missing"), facts=True)
+            # Every table of the schema is known now, with its facts.
+            staging.learn(cursor, plans("b", "e"), facts=True)
+            found = [staging.staged(cursor, dialect, plan) for plan in plans("a", "e")]
+            assert all(item is not None and staging.in_place(cursor, item) for item in found)
+            cursor.execute(f"CREATE TABLE `{unique}`.`f` (id INT PRIMARY KEY)")
+            staging.learn(cursor, plans("f"), facts=True)
+        finally:
+            cursor.execute(f"DROP DATABASE `{unique}`")
+    assert reads == ["a,b", "schema", "f"]
