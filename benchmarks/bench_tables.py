@@ -5,9 +5,11 @@ table is produced and applied first (its time is printed apart: one DDL a table)
 changes, in transactions of mixed tables, are produced and replicated by one worker and one sink.
 Rows/s runs from the start of producing the rows until the checkpoint covers them. The 1-table
 rate is the baseline of the same run (target: >= 0.5x at 10,000 tables). Also the peak RSS of
-the sink and of the worker over the whole run of each table count.
+the sink and of the worker over the whole run of each table count. With ``--ddl-every N``, the
+rows are interleaved with schema changes: after every N transactions, an ALTER TABLE of a table
+picked at random (its comment: the rows stay as they are), as a changefeed of many tables meets.
 
-    python -m benchmarks.bench_tables [--rows N] [--tables 1,100,1000,10000]
+    python -m benchmarks.bench_tables [--rows N] [--tables 1,100,1000,10000] [--ddl-every N]
         [--downstream mysql://USER@HOST:PORT/]
 """
 
@@ -51,6 +53,9 @@ COLUMNS = {
     "n": column_type(3, int(ColumnFlag.NULLABLE)),
 }
 TABLE_DDL = "CREATE TABLE {table} (id BIGINT PRIMARY KEY, v VARCHAR(32), n INT)"
+# The schema change of --ddl-every, and TiDB's action code for it (ActionModifyTableComment).
+COMMENT_DDL = "ALTER TABLE {table} COMMENT = 'change {n}'"
+ACTION_MODIFY_TABLE_COMMENT = 17
 
 
 @dataclass
@@ -79,8 +84,11 @@ def ddl_history(schema: str, tables: int) -> list[Transaction]:
     return history
 
 
-def row_history(schema: str, tables: int, rows: int, after: int) -> list[Transaction]:
-    """``rows`` inserts and updates over ``tables`` tables, in transactions after ``after``."""
+def row_history(
+    schema: str, tables: int, rows: int, after: int, ddl_every: int = 0
+) -> list[Transaction]:
+    """``rows`` inserts and updates over ``tables`` tables, in transactions after ``after``;
+    with ``ddl_every``, an ALTER TABLE of a random table after every that many transactions."""
     rng = random.Random(tables)
     inserted: list[list[int]] = [[] for _ in range(tables)]
     history = []
@@ -109,6 +117,12 @@ def row_history(schema: str, tables: int, rows: int, after: int) -> list[Transac
             txn.rows.append(RowChange(ts, schema, table_name(table), op, COLUMNS, image, old))
             made += 1
         history.append(txn)
+        if ddl_every and len(history) % (ddl_every + 1) == ddl_every:
+            ts += TS_STEP
+            name = table_name(rng.randrange(tables))
+            query = COMMENT_DDL.format(table=f"{quote(schema)}.{quote(name)}", n=len(history))
+            ddl = DDLEvent(ts, schema, name, query, ACTION_MODIFY_TABLE_COMMENT)
+            history.append(Transaction(ts, ddl=ddl))
     return history
 
 
@@ -136,13 +150,13 @@ def drop_staging_tables(cursor: Any, meta_db: str, group: str) -> None:
         cursor.execute("DROP TABLE " + ", ".join(f"{quote(meta_db)}.{quote(n)}" for n in part))
 
 
-def measure(settings: Settings, tables: int, rows: int) -> Run:
+def measure(settings: Settings, tables: int, rows: int, ddl_every: int = 0) -> Run:
     name = f"bench_tables_{uuid.uuid4().hex[:8]}"
     run = settings.updated({"group": name, "topics": (name,)})
     ddl_messages, ddl_final = history_messages(
         ddl_history(name, tables), "open", PARTITIONS, dispatcher=BY_KEY
     )
-    changes = row_history(name, tables, rows, ddl_final)
+    changes = row_history(name, tables, rows, ddl_final, ddl_every)
     row_messages, final = history_messages(changes, "open", PARTITIONS, dispatcher=BY_KEY)
     processes = [spawn(run, "apply"), spawn(run, "worker")]
     peaks = [0.0, 0.0]
@@ -171,15 +185,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--tables", default="1,100,1000,10000", help="comma list of table counts")
+    parser.add_argument(
+        "--ddl-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an ALTER TABLE of a random table after every N transactions (default 0: none)",
+    )
     add_downstream_option(parser)
     args = parser.parse_args()
     settings = settings_for(args.downstream)
     counts = [int(part) for part in args.tables.split(",")]
-    runs = [measure(settings, tables, args.rows) for tables in counts]
+    runs = [measure(settings, tables, args.rows, args.ddl_every) for tables in counts]
     baseline = runs[0].rows_s
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
     print(f"downstream {settings.downstream.url} ({server_version(settings)})")
     print(f"{args.rows:,} row changes, {TRANSACTION_ROWS} a transaction over random tables")
+    if args.ddl_every:
+        print(f"an ALTER TABLE of a random table after every {args.ddl_every} transactions")
     print(
         f"{'tables':>7} {'DDL s':>8} {'rows/s':>9} {'ratio':>6} {'sink MiB':>9} {'worker MiB':>11}"
     )

@@ -48,7 +48,18 @@ class StagedTable:
     def only_deletes(self) -> StagedTable:
         """This table with its staged delete images only: what its staging table holds when
         its upserts load straight into the target."""
-        return replace(self, images=self.images[: self.deletes])
+        # Built directly, not by dataclasses.replace: once a table a batch, thousands a batch.
+        return StagedTable(
+            self.plan,
+            self.target,
+            self.stage,
+            self.stage_name,
+            self.columns,
+            self.keyed,
+            self.images[: self.deletes],
+            self.deletes,
+            self.create,
+        )
 
     def values(self, column: Column) -> list[Value]:
         name = column.name

@@ -175,8 +175,9 @@ class StagingTables:
             layout = self._layouts[routed] = Layout.of(schema, table, every)
         missing_columns(self.settings, plan, f"{schema}.{table}", layout.names)
         columns = layout.columns
-        keyed = plan.has_key and all(k in layout.present for k in plan.key_columns)
-        indexed = None if plan.has_key else _probe_columns(plan, columns)
+        has_key = plan.has_key
+        keyed = has_key and all(k in layout.present for k in plan.key_columns)
+        indexed = None if has_key else _probe_columns(plan, columns)
         stage_name, stage, create = self._stage_table(dialect, schema, table, columns, indexed)
         staged_deletes = [] if keyed else list(plan.deletes.values())
         upserts = list(plan.upserts.values())
@@ -218,6 +219,11 @@ class StagingTables:
             referenced = _per_schema(self._referenced, referenced_tables, cursor, schema)
             facts = self._facts[routed] = table_facts(cursor, schema, table, referenced)
         return in_place(item.plan, item.keyed, item.columns, facts)
+
+    def knows_tables(self) -> bool:
+        """Whether any table's layout, facts or staging table is known (else a DDL has nothing
+        to make this forget)."""
+        return bool(self._layouts or self._facts or self._stages)
 
     def forget_layouts(
         self, foreign_keys: bool = True, tables: frozenset[tuple[str, str]] | None = None
