@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,7 +70,7 @@ def kafka_problem(settings: Settings, error: BaseException) -> str | None:
             f"{env_name('kafka_sasl_username')} / {env_name('kafka_sasl_password')}: {where} "
             f"refused the {settings.kafka.sasl_mechanism} login of {settings.kafka.sasl_username!r}"
         )
-    if isinstance(error, KafkaConnectionError | TimeoutError):
+    if isinstance(error, KafkaConnectionError | TimeoutError | ConnectionResetError):
         other = "PLAINTEXT or SASL_PLAINTEXT" if protocol.tls else "SSL or SASL_SSL"
         return (
             f"{env_name('kafka_security_protocol')}={protocol}: {where} closed the connection "
@@ -95,6 +96,22 @@ async def check_kafka(settings: Settings) -> None:
         raise ConfigError(found)
 
 
+def confirmed_kafka_problem(settings: Settings, error: BaseException) -> str | None:
+    """:func:`kafka_problem` for a call that failed with ``error``, a dropped connection blamed
+    on the security protocol only as :func:`check_kafka` blames it: when that many logins in a
+    row are dropped too (a broker stopping or starting drops a few). The logins run on a thread
+    of their own, so a caller inside an event loop may ask as well."""
+    found = kafka_problem(settings, error)
+    if found is None or not _dropped(error):
+        return found
+    with ThreadPoolExecutor(1) as pool:
+        try:
+            pool.submit(asyncio.run, check_kafka(settings)).result()
+        except ConfigError as refused:
+            return str(refused)
+    return None
+
+
 async def _kafka_login_error(settings: Settings) -> BaseException | None:
     """What a connection to the first bootstrap server failed with (None: it logged in, or the
     broker refused TCP, which is waited for elsewhere)."""
@@ -118,7 +135,8 @@ async def _kafka_login_error(settings: Settings) -> BaseException | None:
 def _dropped(error: BaseException | None) -> bool:
     from aiokafka.errors import KafkaConnectionError
 
-    return isinstance(error, KafkaConnectionError)
+    # A TLS client hello to a plaintext listener is answered with a reset.
+    return isinstance(error, KafkaConnectionError | ConnectionResetError)
 
 
 def redis_refusal(settings: Settings, error: BaseException) -> str | None:

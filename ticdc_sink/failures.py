@@ -83,7 +83,7 @@ def service_failure(settings: Settings, error: BaseException) -> Failure | None:
     import redis as redis_errors
     from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError
 
-    from core.connectivity import confirmed_redis_problem, kafka_problem
+    from core.connectivity import confirmed_kafka_problem, confirmed_redis_problem
 
     if isinstance(error, redis_errors.ConnectionError | redis_errors.TimeoutError):
         # A port that refuses TCP is down, whatever the TLS settings say.
@@ -107,7 +107,7 @@ def service_failure(settings: Settings, error: BaseException) -> Failure | None:
         addresses = kafka_addresses(settings)
         if _tcp_problem(addresses) is None:
             # The port answers: a listener that wants another protocol, or a refused login.
-            found = kafka_problem(settings, error)
+            found = confirmed_kafka_problem(settings, error)
             if found:
                 return Failure(found, EXIT_BAD_INPUT)
         return Failure(unreachable("kafka", "Kafka", addresses, str(error)), EXIT_FAILURE)

@@ -16,6 +16,7 @@ from config.settings import Settings, load_settings
 from core.connectivity import (
     check_kafka,
     check_redis,
+    confirmed_kafka_problem,
     confirmed_redis_problem,
     kafka_problem,
     redis_refusal,
@@ -131,6 +132,23 @@ async def test_a_broker_that_drops_one_login_is_not_blamed_on_the_protocol(
     async with dropping_first(settings.kafka.bootstrap.split(",")[0], drops=10) as address:
         with pytest.raises(ConfigError, match="TICDC_SINK_KAFKA_SECURITY_PROTOCOL=PLAINTEXT"):
             await check_kafka(settings.updated({"kafka": address}))
+
+
+async def test_a_call_that_lost_its_broker_blames_the_protocol_only_when_logins_drop_too(
+    settings: Settings, kafka_admin: object
+) -> None:
+    # As a one-shot command's last line does: the call's error, then logins to tell.
+    lost = KafkaConnectionError("Connection at 127.0.0.1 closed")
+    async with dropping_first(settings.kafka.bootstrap.split(",")[0], drops=1) as address:
+        through = settings.updated({"kafka": address})
+        assert await asyncio.to_thread(confirmed_kafka_problem, through, lost) is None
+    async with dropping_first(settings.kafka.bootstrap.split(",")[0], drops=10) as address:
+        through = settings.updated({"kafka": address})
+        found = await asyncio.to_thread(confirmed_kafka_problem, through, lost)
+        assert found is not None and "TICDC_SINK_KAFKA_SECURITY_PROTOCOL=PLAINTEXT" in found
+    # Refused logins need no more logins to tell.
+    refused = SaslAuthenticationFailed("bad password")
+    assert confirmed_kafka_problem(settings, refused) == kafka_problem(settings, refused)
 
 
 async def test_a_redis_that_drops_connections_at_start_is_waited_for_not_blamed(
