@@ -99,8 +99,9 @@ async def check_kafka(settings: Settings) -> None:
 def confirmed_kafka_problem(settings: Settings, error: BaseException) -> str | None:
     """:func:`kafka_problem` for a call that failed with ``error``, a dropped connection blamed
     on the security protocol only as :func:`check_kafka` blames it: when that many logins in a
-    row are dropped too (a broker stopping or starting drops a few). The logins run on a thread
-    of their own, so a caller inside an event loop may ask as well."""
+    row are dropped too (a broker stopping or starting drops a few). The logins run in an event
+    loop on a thread of their own, and the caller waits for them (seconds: they pause between
+    tries); a login that fails another way says nothing of the settings."""
     found = kafka_problem(settings, error)
     if found is None or not _dropped(error):
         return found
@@ -109,6 +110,8 @@ def confirmed_kafka_problem(settings: Settings, error: BaseException) -> str | N
             pool.submit(asyncio.run, check_kafka(settings)).result()
         except ConfigError as refused:
             return str(refused)
+        except Exception:
+            return None
     return None
 
 

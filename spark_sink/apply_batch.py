@@ -381,9 +381,7 @@ class BatchApplier:
     def _staged(self, cursor: Any, plans: Sequence[TablePlan]) -> list[StagedTable]:
         """The batch's tables as they stage (their layouts and facts read, new ones at once)."""
         dialect = self.connection.dialect
-        self.tables.learn(cursor, plans, self._may_load_in_place())
-        self.tables.check_caches(cursor, dialect)
-        return [s for plan in plans if (s := self.tables.staged(cursor, dialect, plan)) is not None]
+        return self.tables.staged_batch(cursor, dialect, plans, self._may_load_in_place())
 
     def _may_load_in_place(self) -> bool:
         """Whether the sink and the downstream let any table's rows load in place."""

@@ -123,9 +123,9 @@ class Target:
             return
         # Only the tables the statement names may have changed, unless a foreign key may have
         # been made or dropped: that changes what its parent may do, whichever table it names.
-        # A DDL refused and skipped has no routed statement: every table is read again. With no
-        # table known yet (a changefeed's first DDLs, thousands of CREATE TABLEs), there is
-        # nothing to spare: the statement is not parsed for its names.
+        # A DDL that could not be routed and was skipped has no statement: every table is read
+        # again. With no table known yet (a changefeed's first DDLs, thousands of CREATE
+        # TABLEs), there is nothing to spare: the statement is not parsed for its names.
         query = action.query
         keys = query is None or may_change_foreign_keys(query)
         named = None

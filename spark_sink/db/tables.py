@@ -11,8 +11,8 @@ from spark_sink.db.dialect import quote
 
 # Characters of a long string column that a staging index covers (utf8mb4 keys max 3072 bytes).
 INDEX_PREFIX = 191
-# Table names per information_schema query of several tables (MariaDB and MySQL look an IN
-# list's names up one by one instead of opening every table of the schema).
+# Table names per information_schema query of several tables (MariaDB and MySQL open only the
+# tables an IN list names, though MariaDB lists the schema's directory for a list of more than one).
 NAMES_PER_QUERY = 1_000
 # Staging columns for BIT, ENUM and SET hold the number: MySQL casts a number into them by value,
 # but a string by its bytes or its name.
@@ -93,6 +93,14 @@ def _named(tables: Sequence[str]) -> list[tuple[str, list[str]]]:
         run = list(tables[start : start + NAMES_PER_QUERY])
         runs.append((", ".join(["%s"] * len(run)), run))
     return runs
+
+
+def schema_tables(cursor: Any, schema: str) -> int:
+    """How many tables ``schema`` holds (MariaDB lists its directory, opening none)."""
+    cursor.execute(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (schema,)
+    )
+    return int(cursor.fetchone()[0])
 
 
 def schema_columns(cursor: Any, schema: str) -> dict[str, list[Column]]:

@@ -250,8 +250,8 @@ def run_statements(cursor: Any, dialect: Dialect, statements: list[str]) -> None
     become errors, as :func:`load_csv` makes them); the first failure is raised and the rest
     do not run."""
     for script in scripts(statements, SCRIPT_BYTES):
-        strict = [*dialect.strict_session(), *dialect.script(script)]
-        cursor.execute(";".join([*strict, dialect.restore_session()]))
+        session = dialect.strict_session()
+        cursor.execute(";".join([*session, *dialect.script(script), dialect.restore_session()]))
         while cursor.nextset():
             pass
 

@@ -48,17 +48,17 @@ class StagedTable:
     def only_deletes(self) -> StagedTable:
         """This table with its staged delete images only: what its staging table holds when
         its upserts load straight into the target."""
-        # Built directly, not by dataclasses.replace: once a table a batch, thousands a batch.
+        # A plain call: this runs for every table of every batch, thousands a batch.
         return StagedTable(
-            self.plan,
-            self.target,
-            self.stage,
-            self.stage_name,
-            self.columns,
-            self.keyed,
-            self.images[: self.deletes],
-            self.deletes,
-            self.create,
+            plan=self.plan,
+            target=self.target,
+            stage=self.stage,
+            stage_name=self.stage_name,
+            columns=self.columns,
+            keyed=self.keyed,
+            images=self.images[: self.deletes],
+            deletes=self.deletes,
+            create=self.create,
         )
 
     def values(self, column: Column) -> list[Value]:

@@ -21,6 +21,7 @@ from spark_sink.db.tables import (
     TableFacts,
     referenced_tables,
     schema_columns,
+    schema_tables,
     table_columns,
     table_facts,
     table_name,
@@ -45,6 +46,9 @@ TABLE_CACHE_CHECK = 256
 # changefeed writing that many of a schema's tables writes most of them, and one query for every
 # table costs less than a few queries of many names (each scans the schema's directory).
 SCHEMA_READ_TABLES = 100
+# The most tables a schema read whole may hold: every one is kept (~2 KiB a table of a few
+# columns), and a pipeline may write a few hundred of a schema of many more.
+SCHEMA_READ_MAX_TABLES = 20_000
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -116,7 +120,8 @@ class StagingTables:
     def learn(self, cursor: Any, plans: Sequence[TablePlan], facts: bool) -> None:
         """Read the layouts (and, with ``facts``, the facts) of the tables of ``plans`` not
         known yet: a few queries a schema (every table of the schema at once when the batch
-        meets :data:`SCHEMA_READ_TABLES` of them new), where one batch of thousands of tables
+        meets :data:`SCHEMA_READ_TABLES` of them new and the schema holds at most
+        :data:`SCHEMA_READ_MAX_TABLES`), where one batch of thousands of tables
         new to the sink would otherwise cost three a table. A table not found is left to
         :meth:`staged`, which names it."""
         unknown: dict[str, list[str]] = {}
@@ -126,7 +131,10 @@ class StagingTables:
                 unknown.setdefault(routed[0], []).append(routed[1])
         for schema, tables in unknown.items():
             names = sorted(set(tables))
-            if len(names) >= SCHEMA_READ_TABLES:
+            if (
+                len(names) >= SCHEMA_READ_TABLES
+                and schema_tables(cursor, schema) <= SCHEMA_READ_MAX_TABLES
+            ):
                 found = schema_columns(cursor, schema)
                 found = {t: c for t, c in found.items() if (schema, t) not in self._layouts}
             else:
@@ -138,6 +146,17 @@ class StagingTables:
                 triggered = _per_schema(self._triggered, triggered_tables, cursor, schema)
                 known = tables_facts(cursor, schema, found, referenced, triggered)
                 self._facts.update(((schema, table), f) for table, f in known.items())
+
+    def staged_batch(
+        self, cursor: Any, dialect: Dialect, plans: Sequence[TablePlan], facts: bool
+    ) -> list[StagedTable]:
+        """:meth:`staged` of every table of ``plans`` (None left out), the new ones learned
+        together first (with ``facts``: :meth:`learn`); then the downstream's table caches are
+        compared with the tables written, this batch's among them (:meth:`check_caches`)."""
+        self.learn(cursor, plans, facts)
+        staged = [s for plan in plans if (s := self.staged(cursor, dialect, plan)) is not None]
+        self.check_caches(cursor, dialect)
+        return staged
 
     def check_caches(self, cursor: Any, dialect: Dialect) -> None:
         """Warn once when the sink writes more tables than the downstream keeps open or its

@@ -294,3 +294,10 @@ def test_a_script_runs_in_order_and_stops_at_its_first_failure(
         cursor.execute(f"SELECT a FROM {table} ORDER BY a")
         assert [a for (a,) in cursor.fetchall()] == [1, 2, 3, 4]
         conn.rollback()
+        if isinstance(dialect, MariaDBDialect):
+            # MariaDB's Oracle mode reads BEGIN ... END its own way; the compound still runs.
+            cursor.execute("SET SESSION sql_mode = 'ORACLE'")
+            run_statements(cursor, dialect, [f"INSERT INTO {table} VALUES (7, 'abc')"])
+            cursor.execute(f"SELECT a FROM {table} WHERE a = 7")
+            assert cursor.fetchall() == ((7,),)
+            conn.rollback()
