@@ -7,6 +7,7 @@ to look at its limit in the middle of it: hence tens of thousands of rows."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import orjson
@@ -41,16 +42,29 @@ def test_a_transaction_three_times_the_staging_limit_replicates(
     expected.write_bytes(orjson.dumps(expected_state(scenario)))
     staging = Staging(redis_client(pipeline), unique)
     staged_most = 0
+    done = threading.Event()
+
+    def sample() -> None:
+        # Every few ms, on a thread of its own: the whole transaction is staged only from its
+        # last row until the sink's trim after the commit, a few hundred ms.
+        nonlocal staged_most
+        while not done.is_set():
+            staged_most = max(staged_most, staging.staged_totals()[0])
+            done.wait(0.005)
 
     def applied() -> bool:
-        nonlocal staged_most
-        staged_most = max(staged_most, staging.staged_totals()[0])
         return applied_resolved_ts(pipeline) >= final
 
     env = pipeline_env(pipeline, "open", TICDC_SINK_MAX_STAGED_ROWS=str(LIMIT))
-    with pipeline_running(env) as (worker, sink):
-        wait_for(lambda: applied() or worker.poll() is not None, "the transaction applied", 90)
-        assert worker.poll() is None and sink.poll() is None, "a process exited"
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        with pipeline_running(env) as (worker, sink):
+            wait_for(lambda: applied() or worker.poll() is not None, "the transaction applied", 90)
+            assert worker.poll() is None and sink.poll() is None, "a process exited"
+    finally:
+        done.set()
+        sampler.join()
     # Nothing of it is applied before its watermark, which follows all of it: the worker staged
     # the whole transaction, past its limit, while the sink applied it.
     assert staged_most >= 3 * LIMIT
