@@ -107,15 +107,8 @@ def schema_columns(cursor: Any, schema: str) -> dict[str, list[Column]]:
     """:func:`table_columns` of every table of ``schema``, in one query: MariaDB scans the
     schema's directory once and reads each table's definition (~15 us a table), where an IN
     list of more than one name costs a scan of the directory a query."""
-    cursor.execute(
-        "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
-        "FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-        "ORDER BY TABLE_NAME, ORDINAL_POSITION",
-        (schema,),
-    )
     found: dict[str, list[Column]] = {}
-    for table, *column in cursor.fetchall():
-        found.setdefault(table, []).append(_column(*column))
+    _columns_by_table(cursor, "TABLE_SCHEMA = %s", (schema,), found)
     return found
 
 
@@ -124,18 +117,26 @@ def tables_columns(cursor: Any, schema: str, tables: Sequence[str]) -> dict[str,
     :data:`NAMES_PER_QUERY` tables instead of one a table."""
     found: dict[str, list[Column]] = {}
     for marks, names in _named(tables):
-        cursor.execute(
-            "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
-            "FROM information_schema.COLUMNS "
-            f"WHERE TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks}) "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION",
-            (schema, *names),
-        )
-        for table, *column in cursor.fetchall():
-            found.setdefault(table, []).append(_column(*column))
+        condition = f"TABLE_SCHEMA = %s AND TABLE_NAME IN ({marks})"
+        _columns_by_table(cursor, condition, (schema, *names), found)
     # information_schema may compare names without case: only a table's own name is its.
     asked = set(tables)
     return {table: columns for table, columns in found.items() if table in asked}
+
+
+def _columns_by_table(
+    cursor: Any, condition: str, args: Sequence[Any], found: dict[str, list[Column]]
+) -> None:
+    """Add to ``found`` the columns information_schema lists where ``condition`` holds, each
+    table's in order."""
+    cursor.execute(
+        "SELECT TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, DATA_TYPE, EXTRA, COLUMN_KEY "
+        f"FROM information_schema.COLUMNS WHERE {condition} "
+        "ORDER BY TABLE_NAME, ORDINAL_POSITION",
+        args,
+    )
+    for table, *column in cursor.fetchall():
+        found.setdefault(table, []).append(_column(*column))
 
 
 @dataclass(frozen=True)
