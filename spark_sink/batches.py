@@ -130,7 +130,7 @@ def planned_batches(
     clock = StageClock(pipeline)
     for item in released:
         if isinstance(item, Barrier):
-            yield _planned(batch, item.ddl.commit_ts, clock, part)
+            yield from _ending(batch, item.ddl.commit_ts, clock, part, current)
             clock.restart()
             batch, start, part, current = [], 0, 0, None
             tables, last_table = set(), None
@@ -174,7 +174,21 @@ def planned_batches(
                 countdown = sample
                 part_bytes += change_bytes(item) * sample
                 full = part_bytes >= limit
-    yield _planned(batch, resolved, clock, part)
+    yield from _ending(batch, resolved, clock, part, current)
+
+
+def _ending(
+    batch: list[RowChange], upto: int, clock: StageClock, part: int, current: int | None
+) -> Iterator[PlannedBatch]:
+    """The batch that ends at ``upto`` (a DDL's ts, the round's resolved ts). The last part of
+    a transaction larger than a chunk commits at its transaction's ts, the ts every part of it
+    carries (the applier holds the parts of one downstream transaction to it): an empty batch
+    then takes the checkpoint on to ``upto``."""
+    if part and current is not None and current != upto:
+        yield _planned(batch, current, clock, part)
+        clock.restart()
+        batch, part = [], 0
+    yield _planned(batch, upto, clock, part)
 
 
 def _planned(

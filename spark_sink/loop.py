@@ -31,6 +31,7 @@ from spark_sink.metrics import record_batch
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
 from spark_sink.split import apply_split
+from spark_sink.stuck import StuckWatch
 from spark_sink.target import Target
 from spark_sink.topic_gate import ResolvedGate
 
@@ -66,6 +67,8 @@ class SinkLoop:
         # counted as one batch when its last part commits.
         self._part_changes = 0
         self._parts_started = 0.0
+        # Such a transaction going back to the checkpoint again and again: named once.
+        self._stuck = StuckWatch()
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
         # Whether the downstream is known to hold no split transaction's position: read at
@@ -303,9 +306,15 @@ class SinkLoop:
         gone from memory, so the rest of the transaction could not go on without them."""
         if not batch.joins:
             self._part_changes, self._parts_started = 0, started
-        merged = self.target.apply_part(
-            batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
-        )
+        try:
+            merged = self.target.apply_part(
+                batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
+            )
+        except Exception as error:
+            stuck = self._stuck.failed(batch.upto, self._part_changes + batch.changes, error)
+            if stuck:
+                log.warning("%s", stuck)
+            raise
         self.applied_rows += merged
         self._part_changes += batch.changes
         elapsed = time.perf_counter() - started
@@ -319,6 +328,7 @@ class SinkLoop:
                 elapsed,
             )
             return
+        self._stuck.committed(batch.upto)
         record_batch(
             self.settings.group,
             self._part_changes,

@@ -43,11 +43,17 @@ def create_table(settings: Settings, db: str) -> None:
 
 
 def stage_big_transaction(
-    staging: Staging, db: str, base: int, seed: int = 7, base_alone: bool = False
+    staging: Staging,
+    db: str,
+    base: int,
+    seed: int = 7,
+    base_alone: bool = False,
+    resolved: int = TS + 1,
 ) -> BigTransaction:
     """``base`` rows at ``TS``, then one transaction at ``TS + 1`` of about 2.5 x ``base``
-    changes, staged with the watermark at its end; with ``base_alone`` only the base is staged
-    (its watermark at ``TS``) and :attr:`BigTransaction.stage_rest` stages the rest."""
+    changes, staged with the watermark ``resolved`` after it (its commit ts by default; TiCDC's
+    resolved events usually come past it); with ``base_alone`` only the base is staged (its
+    watermark at ``TS``) and :attr:`BigTransaction.stage_rest` stages the rest."""
     rng = random.Random(seed)
     rows = {i: {"id": i, "u": i, "v": "base"} for i in range(base)}
     before = sorted((r["id"], r["u"], r["v"]) for r in rows.values())
@@ -90,7 +96,7 @@ def stage_big_transaction(
     def stage_rest() -> None:
         for offset, start in enumerate(range(0, len(events), 16), 1):
             staging.stage(tp, offset, events[start : start + 16])
-        staging.stage(tp, offset + 1, [], watermark=ts)
+        staging.stage(tp, offset + 1, [], watermark=resolved)
 
     after = sorted((r["id"], r["u"], r["v"]) for r in rows.values())
     if base_alone:

@@ -104,6 +104,32 @@ def test_a_transaction_many_chunks_large_applies_row_exact_in_one_downstream_tra
     sink.close()
 
 
+@ON_EVERY_SERVER
+def test_a_transaction_in_parts_that_ends_the_round_commits_once_and_the_checkpoint_passes_it(
+    on_server: Settings, staging: Staging, unique: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The round's resolved ts past the big transaction's commit ts, as TiCDC's resolved events
+    come: its last part commits it at its own ts (the ts its parts were opened with), once and
+    whole, and the checkpoint then moves on to the resolved ts."""
+    settings = on_server.updated({"chunk_rows": 100})
+    create_table(settings, unique)
+    resolved = TS + 1_000
+    big = stage_big_transaction(staging, unique, base=300, resolved=resolved)
+    sink = SinkLoop(settings, staging, Target(settings))
+    with caplog.at_level(logging.INFO, SINK_LOG.name):
+        # A restart of the transaction (its images staged, see above) may end one call.
+        reached = [sink.run_once() for _ in range(2)]
+    sink.close()
+    assert reached[-1] == resolved, reached
+    assert table_rows(settings, unique) == big.after
+    messages = [record.getMessage() for record in caplog.records]
+    # The base rows at TS are in parts too: the big transaction's last part commits once.
+    big_ts = f"of the transaction at ts {TS + 1} "
+    committed = [m for m in messages if "applied the last part" in m and big_ts in m]
+    assert len(committed) == 1, committed
+    assert "was lost" not in caplog.text
+
+
 def _parts_logged(log: Path, ts: int) -> int:
     text = log.read_text(errors="replace") if log.exists() else ""
     return text.count(f"of the transaction at ts {ts} ")

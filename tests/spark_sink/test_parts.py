@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.model import ColumnFlag, Op, RowChange, column_type
+from core.model import ColumnFlag, DDLEvent, Op, RowChange, column_type
+from core.staging import Barrier
 from spark_sink.batches import PlannedBatch, planned_batches
 from spark_sink.plan import Key
 
@@ -141,7 +142,8 @@ def test_a_stream_applied_in_parts_of_any_size_equals_it_applied_whole(
     upstream, changes = data.draw(transactions(keyless))
     batch_rows = data.draw(st.integers(1, 40), "batch_rows")
     chunk_rows = data.draw(st.integers(1, 20), "chunk_rows")
-    resolved = 1_000
+    # Past the last commit ts, as TiCDC's resolved events come; or at it.
+    resolved = data.draw(st.sampled_from([5, 1_000]), "resolved")
     whole = list(planned_batches(iter(changes), 10**6, resolved))
     parts = list(planned_batches(iter(changes), batch_rows, resolved, 1, "", chunk_rows))
     assert all(isinstance(step, PlannedBatch) for step in [*whole, *parts])
@@ -155,9 +157,12 @@ def test_a_stream_applied_in_parts_of_any_size_equals_it_applied_whole(
         assert isinstance(step, PlannedBatch)
         if step.split:
             assert step.changes <= chunk_rows
-        if step.continued:
-            assert step.upto in {c.commit_ts for c in changes}
+            # Every part, the last included, carries its transaction's ts: what the applier
+            # holds the parts of one downstream transaction to.
+            assert {ts for plan in step.plans for ts in plan.commit_ts.values()} == {step.upto}
     assert not parts[-1].continued  # type: ignore[union-attr]
+    # The checkpoint reaches the resolved ts, past a transaction in parts that ends the round.
+    assert parts[-1].upto == resolved  # type: ignore[union-attr]
     if not keyless:
         final = {(row["id"],): row for row in upstream}
         downstream = Downstream(keyless)
@@ -179,4 +184,43 @@ def test_a_transaction_larger_than_a_chunk_comes_in_parts_after_what_came_before
         (3, 3, 1, True),
         (1, 3, 2, False),
         (1, 10, 0, False),
+    ]
+
+
+def test_a_transaction_in_parts_commits_at_its_ts_before_a_ddl_or_the_round_end() -> None:
+    def insert(ts: int, n: int) -> RowChange:
+        return RowChange(ts, "d", "t", Op.INSERT, KEYED, {"id": n, "u": n, "v": ""}, None)
+
+    changes = [insert(1, 0), *(insert(3, n) for n in range(1, 8))]
+    # The resolved ts past the big transaction, as TiCDC's resolved events always come.
+    steps = list(planned_batches(iter(changes), 100, 10, 100, "", chunk_rows=3))
+    shape = [(s.changes, s.upto, s.part, s.continued) for s in steps]  # type: ignore[union-attr]
+    assert shape == [
+        (1, 1, 0, False),
+        (3, 3, 0, True),
+        (3, 3, 1, True),
+        (1, 3, 2, False),
+        (0, 10, 0, False),
+    ]
+    # At the resolved ts itself, the last part ends the round.
+    steps = list(planned_batches(iter(changes), 100, 3, 100, "", chunk_rows=3))
+    assert [(s.upto, s.continued) for s in steps] == [  # type: ignore[union-attr]
+        (1, False),
+        (3, True),
+        (3, True),
+        (3, False),
+    ]
+    # A DDL right after it: the checkpoint moves on to the DDL's ts alone, then the DDL.
+    ddl = DDLEvent(5, "d", "t", "TRUNCATE TABLE t", 11)
+    steps = list(planned_batches(iter([*changes, Barrier(ddl)]), 100, 10, 100, "", chunk_rows=3))
+    assert [
+        (s.changes, s.upto, s.continued) if isinstance(s, PlannedBatch) else s for s in steps
+    ] == [
+        (1, 1, False),
+        (3, 3, True),
+        (3, 3, True),
+        (1, 3, False),
+        (0, 5, False),
+        ddl,
+        (0, 10, False),
     ]
