@@ -1,18 +1,29 @@
-"""One upstream transaction of N inserts, through a worker and the sink, against the sink of
-another checkout (the code before a change) in the same run.
+"""One upstream transaction of N inserts, as users meet it: the worker and the sink started
+together on a changefeed's backlog, the resolved ts past the transaction; against the same N rows
+in transactions of 1,000 (the baseline) in the same run.
 
-The transaction (Open Protocol, 4 partitions, 16-row messages, the 10-column rows of
-``workload``, one commit ts, then a watermark on every partition) is produced once; each code
-stages it with its own worker (its own consumer group of the one topic), then its sink applies it
-with default settings (``apply --once``) into a database of its own. Per code and N: the worker's
-staging time (first staged message to the watermark) and peak RSS, the sink's time (process start
-to exit) and the peak RSS of its Python process and, apart, of its Spark JVM (none when nothing
-loaded through Spark), and the rows the downstream holds after.
+Per N, three Open Protocol streams (4 partitions, 16-row messages, the 10-column rows of
+``workload``), each produced into a topic of its own before its run:
 
-    python -m benchmarks.bench_big_txn --baseline /path/to/checkout [--rows 1000000,3000000]
+- ``one txn``: N inserts at one commit ts, then a resolved event past it on every partition, as
+  TiCDC sends one;
+- ``one txn + traffic``: the same, followed by ``--then-rows`` rows in 100-row transactions with
+  a resolved event past every tenth of them (what a busy upstream writes after a bulk load);
+- ``1k txns`` (the baseline): the N rows in transactions of 1,000, a resolved event past every
+  tenth.
 
-``--baseline`` is a checkout of the code to compare with (``git worktree add DIR COMMIT``); the
-same Python runs both. Services: Kafka, Redis and the downstream of the settings.
+Each run starts a worker and a sink (``apply``, default settings) at once, each into a database
+of its own, and ends when the downstream's checkpoint reaches the stream's last resolved ts. Per
+run: that time and its rows/s, the peak RSS (``VmHWM``) of the worker, of the sink's Python
+process and of its Spark JVM (0 when nothing loaded through Spark), and the rows the downstream
+holds; per N, each run's time over the baseline's.
+
+    python -m benchmarks.bench_big_txn [--rows 1000000,3000000] [--then-rows 100000]
+        [--downstream mysql://root@127.0.0.1:4000/]
+
+Services: Kafka, Redis and the downstream of the settings (or ``--downstream``). A transaction
+of millions of rows into TiDB needs its ``txn-total-size-limit`` and the session's memory quota
+raised (the local TiDB of ``services up --tidb`` takes it: see its service file).
 """
 
 from __future__ import annotations
@@ -30,11 +41,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
-from config.settings import Settings, load_settings
+from config.settings import Settings
 from core.model import Op, Resolved, RowChange
 from core.redis_client import redis_client
 from core.staging import Staging
+from spark_sink.db.checkpoint import CheckpointWatch
 from spark_sink.db.connection import connect
 from streams.codecs import codec_for
 from workload import COLUMNS, START_TS, row_image
@@ -49,30 +62,76 @@ TABLE = """(
 # Rows encoded and sent per step: the producer holds this many, never the transaction.
 PRODUCE_STEP = 50_000
 SAMPLE_S = 0.1
+# The baseline's transactions, and the traffic's after the big one.
+BASELINE_TXN_ROWS = 1_000
+TRAFFIC_TXN_ROWS = 100
+# Transactions between two resolved events (TiCDC sends one about every second).
+TXNS_PER_RESOLVED = 10
+# How long a run may take before it is called stuck.
+RUN_TIMEOUT_S = 3_600
+KINDS = ("1k txns", "one txn", "one txn + traffic")
 
 
 @dataclass
 class Run:
-    code: str
+    kind: str
+    # The N of the set of runs, and the rows this run's stream holds (N, and the traffic's).
+    n: int
     rows: int
-    worker_s: float
+    seconds: float
     worker_mib: float
-    sink_s: float
     sink_mib: float
     jvm_mib: float
     applied: int
 
 
-def rows_of(count: int, ts: int) -> Iterator[RowChange]:
-    """``count`` inserts at one commit ts (the rows of ``workload.make_rows``)."""
+@dataclass(frozen=True)
+class Stream:
+    """What a run's topic holds: (commit ts, rows) per transaction, a resolved event past every
+    ``resolved_every``-th and past the last."""
+
+    transactions: list[tuple[int, int]]
+    resolved_every: int
+
+    @property
+    def rows(self) -> int:
+        return sum(count for _, count in self.transactions)
+
+    @property
+    def final(self) -> int:
+        """The last resolved ts: past the last transaction."""
+        return self.transactions[-1][0] + 1
+
+
+def stream_of(kind: str, rows: int, then_rows: int) -> Stream:
+    ts = START_TS
+    if kind == "1k txns":
+        sizes = [BASELINE_TXN_ROWS] * (rows // BASELINE_TXN_ROWS)
+        return Stream([(ts + 2 * n, size) for n, size in enumerate(sizes)], TXNS_PER_RESOLVED)
+    transactions = [(ts, rows)]
+    if kind == "one txn + traffic":
+        after = then_rows // TRAFFIC_TXN_ROWS
+        transactions += [(ts + 2 * (n + 1), TRAFFIC_TXN_ROWS) for n in range(after)]
+    # The big transaction alone between two resolved events, as TiCDC's come.
+    return Stream(transactions, 1 if kind == "one txn" else TXNS_PER_RESOLVED)
+
+
+def rows_of(stream: Stream) -> Iterator[RowChange | Resolved]:
+    """The stream's inserts (the rows of ``workload.make_rows``, keys counting up) and resolved
+    events, in commit-ts order."""
     rng = random.Random(7)
-    for i in range(count):
-        image = row_image(rng, i)
-        yield RowChange(ts, DB, "orders", Op.INSERT, COLUMNS, image, None)
+    key = 0
+    for n, (ts, count) in enumerate(stream.transactions, 1):
+        for _ in range(count):
+            yield RowChange(ts, DB, "orders", Op.INSERT, COLUMNS, row_image(rng, key), None)
+            key += 1
+        if n % stream.resolved_every == 0 or n == len(stream.transactions) or n == 1:
+            yield Resolved(ts + 1)
 
 
-async def produce(settings: Settings, topic: str, count: int, ts: int) -> None:
-    """The transaction to a new ``topic``, a step at a time, by key to the partitions."""
+async def produce(settings: Settings, topic: str, stream: Stream) -> None:
+    """The stream to a new ``topic``, a step at a time: rows by key to the partitions, each
+    resolved event to every partition."""
     from aiokafka import AIOKafkaProducer
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -89,36 +148,41 @@ async def produce(settings: Settings, topic: str, count: int, ts: int) -> None:
     await producer.start()
     codecs = [codec_for("open") for _ in range(PARTITIONS)]
     try:
-        step: list[list[RowChange]] = [[] for _ in range(PARTITIONS)]
+        step: list[list[RowChange | Resolved]] = [[] for _ in range(PARTITIONS)]
+        held = 0
 
         async def flush() -> None:
             pending = []
-            for partition, rows in enumerate(step):
-                for message in codecs[partition].encode(rows):
+            for partition, events in enumerate(step):
+                for message in codecs[partition].encode(events):
                     sent = producer.send(topic, message.value, key=message.key, partition=partition)
                     pending.append(await sent)
-                rows.clear()
+                events.clear()
             await asyncio.gather(*pending)
 
-        for n, row in enumerate(rows_of(count, ts), 1):
-            step[int(row.new["id"]) % PARTITIONS].append(row)  # type: ignore[index, arg-type]
-            if n % PRODUCE_STEP == 0:
+        for event in rows_of(stream):
+            if isinstance(event, Resolved):
+                for events in step:
+                    events.append(event)
+                continue
+            step[int(event.new["id"]) % PARTITIONS].append(event)  # type: ignore[index, arg-type]
+            held += 1
+            if held >= PRODUCE_STEP:
                 await flush()
+                held = 0
         await flush()
-        for partition in range(PARTITIONS):
-            for message in codecs[partition].encode([Resolved(ts)]):
-                await producer.send(topic, message.value, key=message.key, partition=partition)
         await producer.flush()
     finally:
         await producer.stop()
 
 
-def spawn(checkout: Path, env: dict[str, str], *command: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "ticdc_sink", *command],
-        env={**os.environ, "PYTHONPATH": str(checkout), **env}, cwd=checkout,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+def spawn(env: dict[str, str], log: Path, *command: str) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "ticdc_sink", *command],
+            env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=out,
+            start_new_session=True,
+        )  # fmt: skip
 
 
 def peak_mib(pid: int) -> float:
@@ -157,12 +221,14 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=120)
 
 
-def run_code(settings: Settings, code: str, checkout: Path, topic: str, rows: int, ts: int) -> Run:
-    """Stage the transaction with ``checkout``'s worker, then apply it with its sink."""
-    group = f"{topic}_{code}"
-    database = f"{DB}_{code}"
+def run_stream(
+    settings: Settings, kind: str, n: int, topic: str, stream: Stream, logs: Path
+) -> Run:
+    """A worker and a sink started together on ``topic``, until the checkpoint reaches the
+    stream's last resolved ts."""
+    group = f"{topic}_run"
+    database = f"{DB}_{uuid.uuid4().hex[:6]}"
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"DROP DATABASE IF EXISTS {database}")
         cursor.execute(f"CREATE DATABASE {database}")
         cursor.execute(f"CREATE TABLE {database}.orders {TABLE}")
     env = {
@@ -172,85 +238,79 @@ def run_code(settings: Settings, code: str, checkout: Path, topic: str, rows: in
         "TICDC_SINK_WEB_PORT": "0",
         "TICDC_SINK_ROUTES": f"{DB}.*={database}.*",
     }
-    staging = Staging(redis_client(settings), group)
-    worker = spawn(checkout, env, "worker")
-    worker_peak = 0.0
+    pipeline = settings.updated({"group": group})
+    started = time.monotonic()
+    worker = spawn(env, logs / f"{group}.worker.log", "worker")
+    sink = spawn(env, logs / f"{group}.sink.log", "apply")
+    worker_peak = sink_peak = jvm_peak = 0.0
     try:
-        while staging.staged_totals()[0] == 0:
-            worker_peak = max(worker_peak, peak_mib(worker.pid))
-            time.sleep(0.01)
-        started = time.monotonic()
-        while (staging.global_resolved_ts() or 0) < ts:
-            worker_peak = max(worker_peak, peak_mib(worker.pid))
-            time.sleep(SAMPLE_S)
-        worker_s = time.monotonic() - started
+        with CheckpointWatch(pipeline) as watch:
+            while watch.applied_resolved_ts() < stream.final:
+                for process in (worker, sink):
+                    if process.poll() is not None:
+                        raise RuntimeError(f"{kind}: a process exited; logs in {logs}")
+                if time.monotonic() - started > RUN_TIMEOUT_S:
+                    raise RuntimeError(f"{kind}: not applied in {RUN_TIMEOUT_S} s; logs in {logs}")
+                worker_peak = max(worker_peak, peak_mib(worker.pid))
+                sink_peak = max(sink_peak, peak_mib(sink.pid))
+                jvm = [peak_mib(child) for child in descendants(sink.pid)]
+                jvm_peak = max([jvm_peak, *jvm])
+                time.sleep(SAMPLE_S)
+        seconds = time.monotonic() - started
     finally:
         stop(worker)
-    started = time.monotonic()
-    sink = spawn(checkout, env, "apply", "--once")
-    sink_peak = jvm_peak = 0.0
-    while sink.poll() is None:
-        sink_peak = max(sink_peak, peak_mib(sink.pid))
-        jvm = [peak_mib(child) for child in descendants(sink.pid)]
-        jvm_peak = max([jvm_peak, *jvm])
-        time.sleep(SAMPLE_S)
-    sink_s = time.monotonic() - started
-    if sink.returncode:
-        raise RuntimeError(f"the {code} sink exited with {sink.returncode}")
+        stop(sink)
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM {database}.orders")
         applied = int(cursor.fetchone()[0])
         cursor.execute(f"DROP DATABASE {database}")
-    staging.clear()
-    return Run(code, rows, worker_s, worker_peak, sink_s, sink_peak, jvm_peak, applied)
+    Staging(redis_client(settings), group).clear()
+    return Run(kind, n, stream.rows, seconds, worker_peak, sink_peak, jvm_peak, applied)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1000000,3000000,10000000", help="comma list of N")
-    parser.add_argument("--baseline", type=Path, required=True, help="checkout to compare with")
-    parser.add_argument("--codes", default="base,new", help="which to run: base, new or both")
+    parser.add_argument(
+        "--then-rows", type=int, default=100_000, help="rows of traffic after the transaction"
+    )
+    parser.add_argument("--kinds", default=",".join(KINDS), help="which streams to run")
+    parser.add_argument("--logs", type=Path, default=Path("/tmp"), help="the processes' logs")
+    add_downstream_option(parser)
     args = parser.parse_args()
-    settings = load_settings()
-    here = Path(__file__).resolve().parents[1]
-    checkouts = {"base": args.baseline.resolve(), "new": here}
-    codes = [c for c in args.codes.split(",") if c]
+    settings = settings_for(args.downstream)
+    print(f"downstream: {server_version(settings)}", flush=True)
+    kinds = [kind for kind in args.kinds.split(",") if kind]
     runs: list[Run] = []
     for rows in (int(n) for n in args.rows.split(",")):
-        topic = f"bench_big_txn_{uuid.uuid4().hex[:8]}"
-        ts = START_TS + rows
-        try:
-            asyncio.run(produce(settings, topic, rows, ts))
-            for code in codes:
-                run = run_code(settings, code, checkouts[code], topic, rows, ts)
-                runs.append(run)
-                print(run, flush=True)
-        finally:
-            asyncio.run(delete_topics(settings, [topic]))
+        for kind in kinds:
+            stream = stream_of(kind, rows, args.then_rows)
+            topic = f"bench_big_txn_{uuid.uuid4().hex[:8]}"
+            try:
+                asyncio.run(produce(settings, topic, stream))
+                run = run_stream(settings, kind, rows, topic, stream, args.logs)
+            finally:
+                asyncio.run(delete_topics(settings, [topic]))
+            runs.append(run)
+            print(run, flush=True)
     print_table(runs)
 
 
 def print_table(runs: list[Run]) -> None:
     print(
-        "| rows | code | worker s | worker MiB | sink s | sink rows/s | sink Python MiB "
+        "| rows | stream | s | rows/s | time / 1k txns | worker MiB | sink Python MiB "
         "| sink JVM MiB | rows applied |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
-    base = {run.rows: run for run in runs if run.code == "base"}
+    baseline = {run.n: run for run in runs if run.kind == "1k txns"}
     for run in runs:
+        base = baseline.get(run.n)
+        ratio = f"{run.seconds / base.seconds:.2f}" if base else "-"
         print(
-            f"| {run.rows:,} | {run.code} | {run.worker_s:.1f} | {run.worker_mib:,.0f} "
-            f"| {run.sink_s:.1f} | {run.rows / run.sink_s:,.0f} | {run.sink_mib:,.0f} "
-            f"| {run.jvm_mib:,.0f} | {run.applied:,} |"
+            f"| {run.rows:,} | {run.kind} | {run.seconds:.1f} | {run.rows / run.seconds:,.0f} "
+            f"| {ratio} | {run.worker_mib:,.0f} | {run.sink_mib:,.0f} | {run.jvm_mib:,.0f} "
+            f"| {run.applied:,} |"
         )
-    for rows, old in base.items():
-        for run in runs:
-            if run.code == "new" and run.rows == rows:
-                print(
-                    f"{rows:,} rows, new / base: sink time {run.sink_s / old.sink_s:.2f}, "
-                    f"sink Python RSS {run.sink_mib / old.sink_mib:.2f}, "
-                    f"worker time {run.worker_s / old.worker_s:.2f}"
-                )
 
 
 if __name__ == "__main__":

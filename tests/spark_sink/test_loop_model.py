@@ -15,7 +15,7 @@ apply, the downstream read in one consistent snapshot must be the reference at t
 it holds (no transaction ever partly visible), and the checkpoint never goes back. A sink left
 alone reaches the global resolved ts within a few rounds (no livelock).
 
-The budget: ``TICDC_SINK_MODEL_EXAMPLES`` examples per server (``make fuzz`` sets many).
+The budget: ``SINK_LOOP_EXAMPLES`` examples per server (``make fuzz`` sets many).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from tests.ticdc_sink.pipelines import ON_EVERY_SERVER
 
 pytestmark = pytest.mark.integration
 
-EXAMPLES = int(os.environ.get("TICDC_SINK_MODEL_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("SINK_LOOP_EXAMPLES", "6"))
 STEPS = 30
 TS = 449_500_000_000_000_000
 TOPIC = "topic"
