@@ -240,7 +240,7 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
 
         @initialize(
             batch_rows=st.integers(1, 24),
-            chunk_rows=st.integers(2, 12),
+            chunk_rows=st.integers(2, 8),
             chunk_bytes=st.sampled_from([None, 48, 200]),
             batch_tables=st.sampled_from([None, 1]),
         )
@@ -327,9 +327,16 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
                 return None
             return min(w for w in self.watermarks if w is not None)
 
-        @rule(seed=st.integers(0, 2**32), size=st.sampled_from([1, 2, 5, 13, 40]))
-        def transaction(self, seed: int, size: int) -> None:
+        @rule(
+            seed=st.integers(0, 2**32),
+            size=st.sampled_from([1, 2, 5, 13, 40]),
+            resolved_past=st.sampled_from([None, 0, 1, 5]),
+        )
+        def transaction(self, seed: int, size: int, resolved_past: int | None) -> None:
+            """A transaction, and the resolved event TiCDC often sends right after it."""
             self.stage_transaction(seed, size)
+            if resolved_past is not None:
+                self.resolve(resolved_past, (0, 1))
 
         @rule(table=st.sampled_from(["k", "n"]), seed=st.integers(0, 2**32))
         def truncate(self, table: str, seed: int) -> None:
@@ -462,3 +469,26 @@ def test_the_sink_loop_keeps_the_downstream_the_upstream_at_its_checkpoint(
             phases=[Phase.explicit, Phase.reuse, Phase.generate],
         ),
     )
+
+
+@ON_EVERY_SERVER
+def test_a_transaction_in_parts_before_the_round_end_or_a_ddl_commits_and_the_sink_goes_on(
+    downstream_settings: Settings, redis_client: RedisClient
+) -> None:
+    """The two shapes the model found, replayed step by step as hypothesis prints a case: a
+    transaction in parts that ends a round whose resolved ts is past it, and one right before
+    a DDL. Each last part commits at its transaction's ts, and the sink goes on."""
+    machine = sink_loop_machine(downstream_settings, redis_client)()
+    try:
+        machine.start(batch_rows=24, chunk_rows=4, chunk_bytes=None, batch_tables=None)
+        machine.transaction(seed=1, size=40, resolved_past=5)
+        machine.settle()
+        machine.downstream_is_the_upstream_at_its_checkpoint()
+        machine.transaction(seed=2, size=13, resolved_past=None)
+        machine.truncate(table="k", seed=3)
+        machine.resolved(past=1, partitions=(0, 1), times=1)
+        machine.settle()
+        machine.downstream_is_the_upstream_at_its_checkpoint()
+        assert machine.applied == machine.global_resolved()
+    finally:
+        machine.teardown()
