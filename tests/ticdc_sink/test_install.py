@@ -95,8 +95,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def test_the_installed_files_are_the_ones_imported(installed: Installed) -> None:
     imported = _run(
         [installed.python, "-c",
-         "import ticdc_sink, core.native as n; print(ticdc_sink.__file__); "
-         "print(n.native_module() is not None)"],
+         "import faust, pyspark, sqlglot, ticdc_sink, core.native as n; "
+         "print(ticdc_sink.__file__); print(n.native_module() is not None)"],
         cwd=installed.cwd,
     ).split()  # fmt: skip
     site = installed.venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}"
