@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CHECKOUT, missing
+from tests.conftest import CHECKOUT
 
 # The import packages the wheel ships (pyproject.toml, [tool.setuptools.packages.find]).
 PACKAGES = ("config", "core", "streams", "spark_sink", "ticdc_sink")
@@ -69,8 +69,9 @@ def wheel_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
         capture_output=True,
         text=True,
     )
-    if built.returncode != 0:
-        missing(f"the wheel did not build:\n{built.stdout[-2000:]}\n{built.stderr[-2000:]}")
+    assert built.returncode == 0, (
+        f"no wheel built (make?):\n{built.stdout[-2000:]}{built.stderr[-2000:]}"
+    )
     (wheel,) = out.glob("ticdc_sink-*.whl")
     return set(zipfile.ZipFile(wheel).namelist())
 
