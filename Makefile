@@ -4,18 +4,36 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint unit fuzz services-up services-up-secure services-down clean
+.PHONY: demo test lint unit fuzz dist services-up services-up-secure services-down clean
 
 # rustup installs cargo here; the native codecs need it (without it the Python codecs serve alone).
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-$(STAMP): pyproject.toml native/Cargo.toml $(wildcard native/src/*.rs)
+# The native codecs' abi3 wheel into the folder named after it, built by this virtualenv's maturin
+# with its Python, so that each build after the first reuses cargo's compiled crates.
+NATIVE_WHEEL = $(BIN)/maturin build --release --manifest-path native/Cargo.toml \
+	--interpreter $(BIN)/python --out
+NATIVE_WHEELS := native/target/wheels
+
+$(STAMP): pyproject.toml native/pyproject.toml native/Cargo.toml $(wildcard native/src/*.rs)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
-	if command -v cargo > /dev/null; then $(BIN)/pip install -q ./native; \
+	if command -v cargo > /dev/null; then rm -rf $(NATIVE_WHEELS) && $(NATIVE_WHEEL) $(NATIVE_WHEELS) \
+		&& $(BIN)/pip install -q --force-reinstall --no-deps $(NATIVE_WHEELS)/*.whl; \
 	else echo "no Rust toolchain (cargo): the pure-Python codecs only"; fi
 	touch $(STAMP)
+
+# What users install (README, Install): the sdist of ticdc-sink and its wheel (built from the
+# sdist, so the sdist is proven whole), and the native codecs' one abi3 wheel when cargo is there.
+DIST ?= dist
+dist: $(STAMP)
+	rm -f $(DIST)/ticdc_sink-* $(DIST)/ticdc_sink_native-*
+	# An sdist takes in every file an earlier build's egg-info lists: only pyproject.toml's count.
+	rm -rf ticdc_sink.egg-info
+	$(BIN)/python -m build --outdir $(DIST) .
+	if command -v cargo > /dev/null; then $(NATIVE_WHEEL) $(DIST); \
+	else echo "no Rust toolchain (cargo): no native wheel, the pure-Python codecs only"; fi
 
 services-up: $(STAMP)
 	$(BIN)/ticdc-sink services up

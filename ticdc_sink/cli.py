@@ -339,9 +339,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _failed(args, exc)
 
 
+# The packages of this project: a module of one of them that is missing is a bug, not an install
+# without the extra that brings it.
+_OWN_PACKAGES = frozenset({"config", "core", "streams", "spark_sink", "ticdc_sink"})
+# The extra (pyproject.toml) that installs what each command needs beyond the shared clients.
+_EXTRAS = {"worker": "worker", "apply": "sink", "demo": "worker,sink"}
+
+
+def missing_extra(command: str, error: ModuleNotFoundError) -> str | None:
+    """The line for a package that an extra installs and this installation lacks, or None when
+    the missing module is the project's own."""
+    package = (error.name or "").partition(".")[0]
+    if not package or package in _OWN_PACKAGES:
+        return None
+    extra = _EXTRAS.get(command, "worker,sink")
+    return (
+        f"the Python package {package!r} is not installed: install 'ticdc-sink[{extra}]' "
+        "(README, Install)"
+    )
+
+
 def _failed(args: argparse.Namespace, error: Exception) -> int:
-    """One line for an error no handler of the command explained: a file the operator named, a
-    service that is down or refuses the settings, else a bug (its traceback kept in a file)."""
+    """One line for an error no handler of the command explained: a package of an extra not
+    installed, a file the operator named, a service that is down or refuses the settings, else a
+    bug (its traceback kept in a file)."""
+    if isinstance(error, ModuleNotFoundError) and (line := missing_extra(args.command, error)):
+        print(f"ticdc-sink {args.command}: {line}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     from ticdc_sink.failures import bug_report, service_failure
 
     if isinstance(error, OSError) and error.filename is not None:

@@ -188,5 +188,5 @@ def _use_event_loop(loop: EventLoop) -> None:
         except ImportError as missing:
             raise ConfigError(
                 "TICDC_SINK_EVENT_LOOP=uvloop but uvloop is not installed: install "
-                "ticdc-sink[streams] or set TICDC_SINK_EVENT_LOOP=asyncio"
+                "ticdc-sink[worker] or set TICDC_SINK_EVENT_LOOP=asyncio"
             ) from missing

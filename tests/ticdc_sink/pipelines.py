@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -65,19 +65,27 @@ def pipeline_env(settings: Settings, protocol: str, **extra: str) -> dict[str, s
     }
 
 
-def spawn(command: str, env: dict[str, str], log: Path | None = None) -> subprocess.Popen[bytes]:
-    """``ticdc-sink COMMAND`` in a session of its own, its output in ``log`` (by default a file of
-    :data:`PROCESS_LOGS` named after the pipeline)."""
+def spawn(
+    command: str,
+    env: dict[str, str],
+    log: Path | None = None,
+    program: Sequence[str] = (sys.executable, "-m", "ticdc_sink"),
+    cwd: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """``ticdc-sink COMMAND`` (this checkout's, unless ``program`` names another) in a session of
+    its own, its output in ``log`` (by default a file of :data:`PROCESS_LOGS` named after the
+    pipeline)."""
     if log is None:
         PROCESS_LOGS.mkdir(exist_ok=True)
         log = PROCESS_LOGS / f"{env['TICDC_SINK_GROUP']}-{command}-{time.monotonic_ns()}.log"
     with log.open("wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "ticdc_sink", command],
+            [*program, command],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            cwd=cwd,
         )
 
 

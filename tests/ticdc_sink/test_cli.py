@@ -11,7 +11,7 @@ import pytest
 
 from config.settings import Settings
 from ticdc_sink import __version__
-from ticdc_sink.cli import build_parser, main
+from ticdc_sink.cli import build_parser, main, missing_extra
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -37,6 +37,28 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         main(["nonsense"])
     assert exited.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_a_worker_without_its_extra_names_the_extra(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As installed without `worker`: Faust is not there, and the worker's module not yet read.
+    monkeypatch.setitem(sys.modules, "faust", None)
+    monkeypatch.delitem(sys.modules, "streams.worker.run", raising=False)
+    assert main(["worker"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "ticdc-sink worker: the Python package 'faust' is not installed: install "
+        "'ticdc-sink[worker]' (README, Install)"
+    )
+
+
+def test_which_extra_a_missing_package_asks_for() -> None:
+    assert "'ticdc-sink[sink]'" in str(missing_extra("apply", ModuleNotFoundError(name="sqlglot")))
+    assert "'ticdc-sink[worker,sink]'" in str(
+        missing_extra("status", ModuleNotFoundError(name="redis.asyncio"))
+    )
+    # A module of the project's own that is missing is a bug, not an install without an extra.
+    assert missing_extra("apply", ModuleNotFoundError(name="spark_sink.gone")) is None
 
 
 def _run(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

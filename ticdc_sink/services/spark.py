@@ -40,7 +40,7 @@ def spark_home() -> Path:
     """The installed ``pyspark`` package's folder, which holds Spark's ``jars/`` and ``bin/``."""
     spec = importlib.util.find_spec("pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise ServiceError("pyspark is not installed: pip install 'ticdc-sink[spark]'")
+        raise ServiceError("pyspark is not installed: pip install 'ticdc-sink[sink]'")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
