@@ -13,6 +13,7 @@ from core.redis_client import RedisClient
 from core.staging import scripts
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import as_bytes, as_text, member_ts
+from core.staging.retired import leaving
 
 # Members one count script call reads: bounds how long it holds Redis.
 COUNT_PAGE = 10_000
@@ -41,6 +42,18 @@ def min_resolved(marks: dict[TopicPartition, int | None], held: dict[str, int]) 
         for tp, mark in marks.items()
         if mark is not None
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The global resolved ts with retired topics' partitions left out (core/staging/retired.py),
+    and what a gate checks before it takes it (spark_sink/topic_gate.py)."""
+
+    resolved: int | None
+    # The partition counts it was read over.
+    counts: dict[str, int]
+    # The partitions left out: each one's watermark (its topic's retirement ts) and staged offset.
+    leaving: dict[TopicPartition, tuple[int, int | None]]
 
 
 def _partitions_of(counts: dict[str, int]) -> list[TopicPartition]:
@@ -95,6 +108,33 @@ class WatermarkReader:
         discovered since must be checked against: core/topics.py)."""
         counts = self.partition_counts()
         return self._resolved_of(_partitions_of(counts)), counts
+
+    def standing(self) -> Standing:
+        """The global resolved ts over the recorded partitions but those of retired topics that
+        stand at their retirement (:class:`Standing`): safe only once Kafka shows nothing
+        unstaged on those."""
+        counts = self.partition_counts()
+        marks = self._watermarks_of(_partitions_of(counts))
+        held = {
+            as_text(field): int(ts, 16)
+            for field, ts in self._client.hgetall(self.keys.held_ts).items()
+        }
+        retired = {
+            as_text(topic): int(ts, 16)
+            for topic, ts in self._client.hgetall(self.keys.retired).items()
+        }
+        out = leaving(marks, held, retired) if retired else []
+        kept = {tp: mark for tp, mark in marks.items() if tp not in out}
+        resolved = min_resolved(kept, held)
+        offsets = self._client.hmget(self.keys.offsets, [tp.field for tp in out]) if out else []
+        return Standing(
+            resolved,
+            counts,
+            {
+                tp: (retired[tp.topic], None if offset is None else int(offset))
+                for tp, offset in zip(out, offsets, strict=True)
+            },
+        )
 
     def _resolved_of(self, partitions: list[TopicPartition]) -> int | None:
         marks = self._watermarks_of(partitions)

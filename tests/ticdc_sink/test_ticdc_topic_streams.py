@@ -1,0 +1,198 @@
+"""TiCDC's own streams of a changefeed with a topic per table (shared/conformance/
+ticdc_encoded_topics: CREATE DATABASE on the default topic, RENAME and DROP TABLE whose topics
+then get no checkpoint, TRUNCATE, a second database, topics created mid-stream), replayed to
+Kafka topic by topic and partition by partition as TiCDC wrote them, replicated by a worker on
+TICDC_SINK_TOPICS_PATTERN + TICDC_SINK_DEFAULT_TOPIC and a sink, and compared row by row with the
+workload's SQL run directly in the same server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import gzip
+import random
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from config.settings import Settings
+from spark_sink.db.connection import connect
+from streams.codecs import KafkaMessage
+from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
+    applied_resolved_ts,
+    pipeline_env,
+    spawn,
+    stop,
+)
+from tests.ticdc_sink.test_ticdc_streams import _undecoded
+from ticdc_sink.produce import send
+from ticdc_sink.truth import differences, read_tables, run_workload
+
+pytestmark = pytest.mark.integration
+
+# From the last message sent to the checkpoint at the stream's last checkpoint, at most.
+REPLICATION_TIMEOUT_S = 240
+
+
+@pytest.fixture(scope="module")
+def streams(conformance: Path) -> Path:
+    folder = conformance / "ticdc_encoded_topics"
+    assert folder.is_dir(), f"{folder} is missing"
+    return folder
+
+
+def topic_messages(path: Path, prefix: str) -> list[tuple[int, KafkaMessage]]:
+    """Each line of a stream file as (partition, message to its topic), in order; every topic
+    renamed ``<prefix>_<topic>`` so that each run has topics of its own."""
+    out = []
+    with gzip.open(path, "rb") as lines:
+        for line in lines:
+            item = orjson.loads(line)
+            key = base64.b64decode(item["k"]) if item["k"] is not None else None
+            value = base64.b64decode(item["v"]) if item["v"] is not None else b""
+            out.append((int(item["p"]), KafkaMessage(key, value, f"{prefix}_{item['topic']}")))
+    return out
+
+
+@pytest.fixture
+def databases(pipeline: Settings, unique: str) -> Iterator[dict[str, str]]:
+    """The streams' databases (their DDL names them) and this test's truth, dropped before and
+    after."""
+    names = [f"conf_{name}{suffix}" for name in ("open", "canal", "avro") for suffix in ("", "_b")]
+    truth = f"{unique}_truth"
+
+    def drop() -> None:
+        with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+            for name in [*names, truth, f"{truth}_b"]:
+                cursor.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+    drop()
+    yield {"truth": truth}
+    drop()
+
+
+@pytest.fixture
+async def topics_deleted(kafka_admin: Any, unique: str) -> Any:
+    """Deletes this test's topics (``<unique>_...``) afterwards."""
+    yield
+    names = [t for t in await kafka_admin.list_topics() if t.startswith(f"{unique}_")]
+    if names:
+        await kafka_admin.delete_topics(names)
+
+
+def _env(pipeline: Settings, protocol: str, meta: dict[str, Any], unique: str) -> dict[str, str]:
+    default = f"{unique}_{meta['default_topic']}"
+    return pipeline_env(
+        pipeline,
+        protocol,
+        TICDC_SINK_TOPICS="",
+        TICDC_SINK_TOPICS_PATTERN=f"{default}_.+",
+        TICDC_SINK_DEFAULT_TOPIC=default,
+    )
+
+
+def _replicate(
+    env: dict[str, str],
+    pipeline: Settings,
+    final: int,
+    redis_client: Any,
+    kills: list[float] = (),  # type: ignore[assignment]
+) -> None:
+    """A worker and a sink until the checkpoint reaches ``final``; at each of ``kills`` (seconds
+    from the start) one of them, at random, SIGKILLed and started again."""
+    processes = {"worker": spawn("worker", env), "apply": spawn("apply", env)}
+    chooser = random.Random(len(kills))
+    started = time.monotonic()
+    pending = sorted(kills)
+    try:
+        deadline = started + REPLICATION_TIMEOUT_S
+        while (checkpoint := applied_resolved_ts(pipeline)) < final:
+            if pending and time.monotonic() - started >= pending[0]:
+                pending.pop(0)
+                name = chooser.choice(sorted(processes))
+                stop(processes[name], signal.SIGKILL)
+                processes[name] = spawn(name, env)
+            for process in processes.values():
+                assert process.poll() is None, f"a process exited ({process.args!r})"
+            undecoded = _undecoded(redis_client, pipeline.group)
+            assert not undecoded, f"{len(undecoded)} messages did not decode: {undecoded[0]}"
+            assert time.monotonic() < deadline, f"checkpoint {checkpoint} never reached {final}"
+            time.sleep(0.25)
+    finally:
+        for process in processes.values():
+            stop(process)
+
+
+def _assert_matches_truth(
+    pipeline: Settings, workload: Path, meta: dict[str, Any], truth: str
+) -> None:
+    run_workload(pipeline, workload, truth)
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        for replica, expected in ((meta["db"], truth), (meta["db2"], f"{truth}_b")):
+            report = differences(read_tables(cursor, expected), read_tables(cursor, replica))
+            assert not report, "\n".join(report)
+        cursor.execute(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s",
+            (meta["db"],),
+        )
+        tables = sorted(row[0] for row in cursor.fetchall())
+    assert "t_nc" not in tables and "we`ird tab" not in tables and "t_nc_renamed" in tables
+
+
+def _run(
+    protocol: str,
+    file: str,
+    streams: Path,
+    pipeline: Settings,
+    unique: str,
+    databases: dict[str, str],
+    redis_client: Any,
+    kills: list[float],
+) -> None:
+    started = time.monotonic()
+    meta = orjson.loads((streams / f"{file}.meta.json").read_bytes())
+    messages = topic_messages(streams / f"{file}.jsonl.gz", unique)
+    assert len(messages) == meta["messages"]
+    topics = [f"{unique}_{topic}" for topic in meta["topics"]]
+    asyncio.run(send(pipeline, topics[0], meta["partitions"], messages, topics))
+    env = _env(pipeline, protocol, meta, unique)
+    _replicate(env, pipeline, meta["final_resolved_ts"], redis_client, kills)
+    replicated = time.monotonic()
+    workload = streams / (
+        "workload-avro.sql.jsonl.gz" if file == "avro" else "workload.sql.jsonl.gz"
+    )
+    _assert_matches_truth(pipeline, streams / workload, meta, databases["truth"])
+    print(f"{file}: replicated in {replicated - started:.1f} s ({len(kills)} kills)")
+
+
+@ON_EVERY_SERVER
+@pytest.mark.parametrize(("protocol", "file"), [("open", "open"), ("canal-json", "canal-json")])
+def test_a_topic_per_table_stream_replicates_past_drop_and_rename(
+    protocol: str,
+    file: str,
+    streams: Path,
+    pipeline: Settings,
+    unique: str,
+    databases: dict[str, str],
+    redis_client: Any,
+    topics_deleted: Any,
+) -> None:
+    _run(protocol, file, streams, pipeline, unique, databases, redis_client, [])
+
+
+def test_killed_workers_and_sinks_lose_nothing_past_drop_and_rename(
+    streams: Path,
+    pipeline: Settings,
+    unique: str,
+    databases: dict[str, str],
+    redis_client: Any,
+    topics_deleted: Any,
+) -> None:
+    kills = sorted(random.Random(38).uniform(1.0, 20.0) for _ in range(4))
+    _run("open", "open", streams, pipeline, unique, databases, redis_client, kills)
