@@ -205,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="TiCDC's partition dispatcher for rows (default: TiCDC's own, by table)",
     )
     produce.add_argument(
+        "--topic-dispatcher",
+        choices=["{schema}_{table}", "{schema}", "none"],
+        help="TiCDC's topic dispatcher, the topic expression after `<topic>_`: rows to their "
+        "table's (schema's) topic, database DDL and every checkpoint to <topic>, a table's DDL "
+        "to its topic, checkpoints to the topics of the tables that exist; none: all to <topic>"
+        " (default: none's routing of earlier versions, every DDL to every partition)",
+    )
+    produce.add_argument(
         "--start-ts",
         type=_positive,
         default=START_TS,

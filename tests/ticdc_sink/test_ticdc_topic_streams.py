@@ -77,16 +77,9 @@ def databases(pipeline: Settings, unique: str) -> Iterator[dict[str, str]]:
     drop()
 
 
-@pytest.fixture
-async def topics_deleted(kafka_admin: Any, unique: str) -> Any:
-    """Deletes this test's topics (``<unique>_...``) afterwards."""
-    yield
-    names = [t for t in await kafka_admin.list_topics() if t.startswith(f"{unique}_")]
-    if names:
-        await kafka_admin.delete_topics(names)
-
-
-def _env(pipeline: Settings, protocol: str, meta: dict[str, Any], unique: str) -> dict[str, str]:
+def _env(
+    pipeline: Settings, protocol: str, meta: dict[str, Any], unique: str, **extra: str
+) -> dict[str, str]:
     default = f"{unique}_{meta['default_topic']}"
     return pipeline_env(
         pipeline,
@@ -94,7 +87,28 @@ def _env(pipeline: Settings, protocol: str, meta: dict[str, Any], unique: str) -
         TICDC_SINK_TOPICS="",
         TICDC_SINK_TOPICS_PATTERN=f"{default}_.+",
         TICDC_SINK_DEFAULT_TOPIC=default,
+        **extra,
     )
+
+
+def registered(
+    messages: list[tuple[int, KafkaMessage]], meta: dict[str, Any], registry: Any, unique: str
+) -> list[tuple[int, KafkaMessage]]:
+    """``messages`` with each schema of the stream registered (under its subject, renamed as the
+    topics are, in id order: a subject's later id is its next version) and every Confluent frame's
+    id rewritten to the one the registry gave."""
+    ids: dict[int, int] = {
+        entry["id"]: registry.register(f"{unique}_{entry['subject']}", entry["schema"])
+        for entry in sorted(meta["schemas"], key=lambda entry: entry["id"])
+    }
+
+    def framed(data: bytes | None) -> bytes | None:
+        if not data or data[0] != 0:
+            return data  # a DDL (1), a checkpoint (2), a tombstone, a null key
+        old = int.from_bytes(data[1:5], "big")
+        return b"\0" + ids[old].to_bytes(4, "big") + data[5:]
+
+    return [(p, KafkaMessage(framed(m.key), framed(m.value) or b"", m.topic)) for p, m in messages]
 
 
 def _replicate(
@@ -154,14 +168,20 @@ def _run(
     databases: dict[str, str],
     redis_client: Any,
     kills: list[float],
+    registry: tuple[str, Any] | None = None,
 ) -> None:
     started = time.monotonic()
     meta = orjson.loads((streams / f"{file}.meta.json").read_bytes())
     messages = topic_messages(streams / f"{file}.jsonl.gz", unique)
     assert len(messages) == meta["messages"]
+    extra = {}
+    if registry is not None:
+        url, client = registry
+        messages = registered(messages, meta, client, unique)
+        extra["TICDC_SINK_SCHEMA_REGISTRY"] = url
     topics = [f"{unique}_{topic}" for topic in meta["topics"]]
     asyncio.run(send(pipeline, topics[0], meta["partitions"], messages, topics))
-    env = _env(pipeline, protocol, meta, unique)
+    env = _env(pipeline, protocol, meta, unique, **extra)
     _replicate(env, pipeline, meta["final_resolved_ts"], redis_client, kills)
     replicated = time.monotonic()
     workload = streams / (
@@ -184,6 +204,21 @@ def test_a_topic_per_table_stream_replicates_past_drop_and_rename(
     topics_deleted: Any,
 ) -> None:
     _run(protocol, file, streams, pipeline, unique, databases, redis_client, [])
+
+
+@ON_EVERY_SERVER
+def test_an_avro_topic_per_table_stream_replicates_past_drop_and_rename(
+    streams: Path,
+    pipeline: Settings,
+    unique: str,
+    databases: dict[str, str],
+    redis_client: Any,
+    topics_deleted: Any,
+    schema_registry_url: str,
+    schema_registry: Any,
+) -> None:
+    registry = (schema_registry_url, schema_registry)
+    _run("avro", "avro", streams, pipeline, unique, databases, redis_client, [], registry)
 
 
 def test_killed_workers_and_sinks_lose_nothing_past_drop_and_rename(
