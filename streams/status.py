@@ -152,10 +152,12 @@ def snapshot(
                 "lag_messages": None if end is None else end - (done or 0),
             }
         )
-    resolved = staging.global_resolved_ts()
+    resolved, retired = _resolved_past_retired(staging, ends)
     # While any partition has no watermark, those partitions alone hold the pipeline back.
     unknown = [tp for tp, mark in marks.items() if mark is None]
-    blocking = unknown or [tp for tp, mark in marks.items() if mark == resolved]
+    blocking = unknown or [
+        tp for tp, mark in marks.items() if mark == resolved and tp.topic not in retired
+    ]
     staged_rows, staged_bytes = staging.staged_totals()
     resolved_at = tso_fields(resolved, now)
     checkpoint_at = tso_fields(checkpoint_ts, now)
@@ -169,6 +171,8 @@ def snapshot(
         # How far the downstream is behind the clock (grows while nothing is applied).
         "replication_lag_seconds": checkpoint_at["age_seconds"],
         "blocking_partitions": [tp.field for tp in blocking],
+        # Topics whose table was dropped or renamed away: left out of the global resolved ts.
+        "retired_topics": retired,
         # Matched in Kafka, not yet recorded by a worker: the sink applies nothing new until.
         "blocking_topics": waiting,
         "topics": [
@@ -183,6 +187,23 @@ def snapshot(
     }
 
 
+def _resolved_past_retired(
+    staging: Staging, ends: dict[TopicPartition, int]
+) -> tuple[int | None, list[str]]:
+    """The global resolved ts as the sink takes it (spark_sink/topic_gate.py), Kafka's ends as
+    ``ends`` says, and the retired topics it leaves out."""
+    standing = staging.standing()
+    behind = [
+        tp
+        for tp, (_, offset) in standing.leaving.items()
+        if tp not in ends or ends[tp] > (-1 if offset is None else offset) + 1
+    ]
+    retired = sorted({tp.topic for tp in standing.leaving} - {tp.topic for tp in behind})
+    if standing.resolved is None:
+        return None, retired
+    return min([standing.resolved, *(standing.leaving[tp][0] for tp in behind)]), retired
+
+
 def render(document: dict[str, Any], now: float | None = None) -> str:
     """The human form of a status document (ages as of ``now``, default: the clock)."""
     checkpoint = document["checkpoint_ts"]
@@ -194,6 +215,11 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
+        *(
+            [f"  left out (table dropped or renamed): {', '.join(retired)}"]
+            if (retired := document.get("retired_topics"))
+            else []
+        ),
         "  topics              "
         + (", ".join(_topic_cell(topic) for topic in document["topics"]) or "-"),
         _placement(document.get("redis")),
