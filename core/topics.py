@@ -80,14 +80,18 @@ def topic_counts(described: list[dict[str, Any]]) -> dict[str, int]:
 async def end_offsets(
     settings: Settings, partitions: Sequence[TopicPartition]
 ) -> dict[TopicPartition, int]:
-    """Each partition's log-end offset (the offset its next message gets), from Kafka."""
+    """Each partition's log-end offset (the offset its next message gets), from Kafka; none for
+    a partition of a topic Kafka does not have (deleted: nothing more comes from it; asked for,
+    the client would wait for it until its request timeout)."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka import TopicPartition as KafkaTP
 
     consumer = AIOKafkaConsumer(**kafka_options(settings))
     await consumer.start()
     try:
-        ends = await consumer.end_offsets([KafkaTP(tp.topic, tp.partition) for tp in partitions])
+        present = await consumer.topics()
+        asked = [tp for tp in partitions if tp.topic in present]
+        ends = await consumer.end_offsets([KafkaTP(tp.topic, tp.partition) for tp in asked])
     finally:
         await consumer.stop()
-    return {tp: ends[KafkaTP(tp.topic, tp.partition)] for tp in partitions}
+    return {tp: ends[KafkaTP(tp.topic, tp.partition)] for tp in asked}

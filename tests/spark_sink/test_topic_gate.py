@@ -12,7 +12,7 @@ import pytest
 from config.settings import Settings
 from core.model import DDLEvent
 from core.staging import Staging, TopicPartition
-from core.topics import matched_topics
+from core.topics import end_offsets, matched_topics
 from spark_sink.topic_gate import ResolvedGate
 
 pytestmark = pytest.mark.integration
@@ -131,3 +131,13 @@ async def test_a_dropped_tables_topic_leaves_the_resolved_ts_while_kafka_has_not
             await producer.stop()
     finally:
         await kafka_admin.delete_topics([table, other])
+
+
+async def test_the_ends_of_a_deleted_topic_are_none_at_once(
+    settings: Settings, unique: str
+) -> None:
+    """A retired topic deleted from Kafka carries nothing more: it is left out, not waited for
+    (the client would wait for its metadata until its request timeout)."""
+    started = time.monotonic()
+    assert await end_offsets(settings, [TopicPartition(f"{unique}_gone", 0)]) == {}
+    assert time.monotonic() - started < 10
