@@ -24,13 +24,14 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import replace
 from typing import Any
 
 from aiokafka.errors import KafkaError
 
 from config.settings import Settings
 from core.outage import Outage
-from core.staging import Staging, Standing, TopicPartition
+from core.staging import Staging, Standing, TopicPartition, past_retired
 from core.topics import end_offsets, gated_resolved, matched_topics, unrecorded
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -108,20 +109,15 @@ class ResolvedGate:
     ) -> int:
         """``resolved``, lowered to the watermark of each leaving partition on which Kafka holds
         a message not staged yet (a CREATE TABLE of the name again: it counts until staged)."""
-        behind = [
-            tp
-            for tp, (_, offset) in standing.leaving.items()
-            if ends.get(tp, 0) > (-1 if offset is None else offset) + 1
-        ]
-        left_out = {tp.topic for tp in standing.leaving} - {tp.topic for tp in behind}
-        if left_out - self._left_out:
+        lowered, left_out = past_retired(replace(standing, resolved=resolved), ends)
+        if set(left_out) - self._left_out:
             log.info(
                 "%s: the table went away (DROP or RENAME TABLE, applied in order); their "
                 "partitions no longer hold the resolved ts",
-                ", ".join(f"topic {topic}" for topic in sorted(left_out - self._left_out)),
+                ", ".join(f"topic {topic}" for topic in sorted(set(left_out) - self._left_out)),
             )
-        self._left_out = left_out
-        return min([resolved, *(standing.leaving[tp][0] for tp in behind)])
+        self._left_out = set(left_out)
+        return resolved if lowered is None else lowered
 
     def _say_waiting(self, topics: list[str]) -> None:
         """One line when the set of topics the sink waits for changes."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from config.settings import Settings
 from core.kafka_client import kafka_options
-from core.staging import Staging, TopicPartition
+from core.staging import Staging, TopicPartition, past_retired
 from core.topics import matched_topics, unrecorded
 from core.tso import describe_tso, tso_fields
 
@@ -152,7 +152,7 @@ def snapshot(
                 "lag_messages": None if end is None else end - (done or 0),
             }
         )
-    resolved, retired = _resolved_past_retired(staging, ends)
+    resolved, retired = past_retired(staging.standing(), ends)
     # While any partition has no watermark, those partitions alone hold the pipeline back.
     unknown = [tp for tp, mark in marks.items() if mark is None]
     blocking = unknown or [
@@ -185,23 +185,6 @@ def snapshot(
         "redis": staging.placement(),
         "partitions": rows,
     }
-
-
-def _resolved_past_retired(
-    staging: Staging, ends: dict[TopicPartition, int]
-) -> tuple[int | None, list[str]]:
-    """The global resolved ts as the sink takes it (spark_sink/topic_gate.py), Kafka's ends as
-    ``ends`` says, and the retired topics it leaves out."""
-    standing = staging.standing()
-    behind = [
-        tp
-        for tp, (_, offset) in standing.leaving.items()
-        if tp not in ends or ends[tp] > (-1 if offset is None else offset) + 1
-    ]
-    retired = sorted({tp.topic for tp in standing.leaving} - {tp.topic for tp in behind})
-    if standing.resolved is None:
-        return None, retired
-    return min([standing.resolved, *(standing.leaving[tp][0] for tp in behind)]), retired
 
 
 def render(document: dict[str, Any], now: float | None = None) -> str:

@@ -6,8 +6,9 @@ release, ``ticdc-sink status`` for its table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from core.redis_client import RedisClient
 from core.staging import scripts
@@ -54,6 +55,24 @@ class Standing:
     counts: dict[str, int]
     # The partitions left out: each one's watermark (its topic's retirement ts) and staged offset.
     leaving: dict[TopicPartition, tuple[int, int | None]]
+
+
+def past_retired(
+    standing: Standing, ends: Mapping[TopicPartition, int]
+) -> tuple[int | None, list[str]]:
+    """The global resolved ts of ``standing`` once Kafka's log-end offsets ``ends`` of its
+    leaving partitions are known (read after it): a leaving partition on which Kafka holds a
+    message not staged counts at its watermark; one Kafka lacks (a deleted topic) stays out.
+    Also the retired topics it leaves out, sorted."""
+    behind = [
+        tp
+        for tp, (_, offset) in standing.leaving.items()
+        if ends.get(tp, 0) > (-1 if offset is None else offset) + 1
+    ]
+    retired = sorted({tp.topic for tp in standing.leaving} - {tp.topic for tp in behind})
+    if standing.resolved is None:
+        return None, retired
+    return min([standing.resolved, *(standing.leaving[tp][0] for tp in behind)]), retired
 
 
 def _partitions_of(counts: dict[str, int]) -> list[TopicPartition]:
@@ -146,10 +165,12 @@ class WatermarkReader:
         }
         return min_resolved(marks, held)
 
-    def releasable(self) -> bool:
-        """Whether staged changes wait that the sink can apply now: the global resolved ts is
-        past the last trim. When it is not, holding staging back frees nothing."""
-        resolved = self.global_resolved_ts()
+    def releasable(self, resolved: int | Literal[False] | None = False) -> bool:
+        """Whether staged changes wait that the sink can apply now: the global resolved ts (or
+        ``resolved``, as the sink takes it) is past the last trim. When it is not, holding
+        staging back frees nothing."""
+        if resolved is False:
+            resolved = self.global_resolved_ts()
         if resolved is None:
             return False
         trimmed = self._client.get(self.keys.trimmed)
