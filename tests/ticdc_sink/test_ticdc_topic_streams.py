@@ -13,7 +13,7 @@ import gzip
 import random
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -116,14 +116,16 @@ def _replicate(
     pipeline: Settings,
     final: int,
     redis_client: Any,
-    kills: list[float] = (),  # type: ignore[assignment]
-) -> None:
+    kills: Sequence[float] = (),
+) -> int:
     """A worker and a sink until the checkpoint reaches ``final``; at each of ``kills`` (seconds
-    from the start) one of them, at random, SIGKILLed and started again."""
+    from the start) one of them, at random, SIGKILLed and started again. Returns the kills done
+    (those due before the end)."""
     processes = {"worker": spawn("worker", env), "apply": spawn("apply", env)}
     chooser = random.Random(len(kills))
     started = time.monotonic()
     pending = sorted(kills)
+    done = 0
     try:
         deadline = started + REPLICATION_TIMEOUT_S
         while (checkpoint := applied_resolved_ts(pipeline)) < final:
@@ -132,6 +134,7 @@ def _replicate(
                 name = chooser.choice(sorted(processes))
                 stop(processes[name], signal.SIGKILL)
                 processes[name] = spawn(name, env)
+                done += 1
             for process in processes.values():
                 assert process.poll() is None, f"a process exited ({process.args!r})"
             undecoded = _undecoded(redis_client, pipeline.group)
@@ -141,6 +144,7 @@ def _replicate(
     finally:
         for process in processes.values():
             stop(process)
+    return done
 
 
 def _assert_matches_truth(
@@ -167,7 +171,7 @@ def _run(
     unique: str,
     databases: dict[str, str],
     redis_client: Any,
-    kills: list[float],
+    kills: Sequence[float],
     registry: tuple[str, Any] | None = None,
 ) -> None:
     started = time.monotonic()
@@ -182,7 +186,8 @@ def _run(
     topics = [f"{unique}_{topic}" for topic in meta["topics"]]
     asyncio.run(send(pipeline, topics[0], meta["partitions"], messages, topics))
     env = _env(pipeline, protocol, meta, unique, **extra)
-    _replicate(env, pipeline, meta["final_resolved_ts"], redis_client, kills)
+    done = _replicate(env, pipeline, meta["final_resolved_ts"], redis_client, kills)
+    assert done == len(kills), f"{done} of {len(kills)} kills came before the end"
     replicated = time.monotonic()
     workload = streams / (
         "workload-avro.sql.jsonl.gz" if file == "avro" else "workload.sql.jsonl.gz"
@@ -229,5 +234,6 @@ def test_killed_workers_and_sinks_lose_nothing_past_drop_and_rename(
     redis_client: Any,
     topics_deleted: Any,
 ) -> None:
-    kills = sorted(random.Random(38).uniform(1.0, 20.0) for _ in range(4))
+    # Within the first seconds: the whole stream replicates in about 15 s.
+    kills = sorted(random.Random(38).uniform(1.0, 10.0) for _ in range(4))
     _run("open", "open", streams, pipeline, unique, databases, redis_client, kills)
