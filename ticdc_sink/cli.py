@@ -224,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="drop a column of orders three quarters of the way (after the ADD COLUMN halfway)",
     )
+    produce.add_argument(
+        "--table-changes",
+        action="store_true",
+        help="rename customers to clients and truncate orders three fifths of the way, drop "
+        "events and create it again with a column more seven tenths of the way",
+    )
     produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)
 

@@ -204,6 +204,7 @@ def produce(args: argparse.Namespace) -> int:
         registry=registry,
         drop_column=args.drop_column,
         topic_dispatcher=args.topic_dispatcher,
+        table_changes=args.table_changes,
     )
     if args.topic_dispatcher in (None, "none"):
         where = f"the topics {topic}_<schema>_<table>" if registry is not None else topic

@@ -195,7 +195,8 @@ def routed_messages(
         if txn.ddl is not None:
             flush(last_ts)
             before = router.checkpoint_topics()
-            topic, ddl_partitions = router.ddl(txn.ddl)
+            renamed = (txn.ddl.schema or "", txn.renamed_from) if txn.renamed_from else None
+            topic, ddl_partitions = router.ddl(txn.ddl, renamed)
             for partition in ddl_partitions:
                 emit((topic, partition), [txn.ddl], again=False)
             checkpoint(txn.commit_ts, before)
@@ -227,7 +228,7 @@ def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]
         return value
 
     return {
-        f"{scenario.schema}.{table}": {
+        f"{scenario.schema}.{scenario.names[table]}": {
             "columns": list(scenario.columns[table]),
             "rows": [
                 [cell(kind, row[c]) for c, kind in scenario.columns[table].items()]
@@ -250,9 +251,10 @@ def avro_topics(topic: str, scenario: Scenario) -> list[str]:
 
     skipped = _skipped_tables(Protocol.AVRO)
     return [
-        topic_for(topic, scenario.schema, table)
+        topic_for(topic, scenario.schema, name)
         for table in scenario.columns
         if table not in skipped
+        for name in sorted({table, scenario.names[table]})
     ]
 
 
@@ -347,6 +349,7 @@ def run_produce(
     registry: Registry | None = None,
     drop_column: bool = False,
     topic_dispatcher: str | None = None,
+    table_changes: bool = False,
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts). Avro registers its
     schemas in ``registry`` and writes to a topic per table named after ``topic``. With
@@ -358,6 +361,7 @@ def run_produce(
         schema=schema,
         start_ts=start_ts,
         drop_column=drop_column,
+        table_changes=table_changes,
     )
     codec: Callable[[], Codec] | None = None
     topics: list[str] = []

@@ -5,6 +5,7 @@ the messages `produce` routes for a workload of the same shape."""
 
 from __future__ import annotations
 
+import random
 import re
 import subprocess
 import sys
@@ -182,7 +183,8 @@ def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
     protocol: str, pipeline: Settings, unique: str, tmp_path: Path, topics_deleted: Any
 ) -> None:
     """Workers and a sink started first, on the pattern and the default topic; `produce
-    --topic-dispatcher` then creates the database's topic and each table's while they run."""
+    --topic-dispatcher` then creates the database's topic and each table's while they run, with
+    a RENAME, a TRUNCATE, a DROP and a CREATE of the dropped table with another layout."""
     expected = tmp_path / "expected.json"
     env = pipeline_env(
         pipeline.updated({"topics": ()}),
@@ -196,7 +198,7 @@ def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
                 sys.executable, "-m", "ticdc_sink", "produce", "--protocol", protocol,
                 "--topic", unique, "--schema", unique, "--partitions", "2",
                 "--transactions", "80", "--topic-dispatcher", "{schema}_{table}",
-                "--expected", str(expected),
+                "--table-changes", "--expected", str(expected),
             ],
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -207,4 +209,34 @@ def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
         final = int(found.group(1))
         wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the workload applied", 120)
         assert all(process.poll() is None for process in processes)
+    assert_replicated(pipeline, expected)
+
+
+@pytest.mark.integration
+def test_a_routed_stream_with_table_changes_survives_killed_workers_and_sinks(
+    pipeline: Settings, unique: str, tmp_path: Path, topics_deleted: Any, redis_client: Any
+) -> None:
+    from tests.ticdc_sink.test_ticdc_topic_streams import _replicate
+
+    expected = tmp_path / "expected.json"
+    env = pipeline_env(
+        pipeline.updated({"topics": ()}),
+        "open",
+        TICDC_SINK_TOPICS_PATTERN=f"{unique}_.+",
+        TICDC_SINK_DEFAULT_TOPIC=unique,
+    )
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "ticdc_sink", "produce", "--protocol", "open",
+            "--topic", unique, "--schema", unique, "--partitions", "2",
+            "--transactions", "300", "--topic-dispatcher", "{schema}_{table}",
+            "--table-changes", "--expected", str(expected),
+        ],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = re.search(r"final resolved ts (\d+)", done.stdout)
+    assert found, done.stdout
+    kills = sorted(random.Random(2).uniform(0.5, 6.0) for _ in range(3))
+    assert _replicate(env, pipeline, int(found.group(1)), redis_client, kills) == len(kills)
     assert_replicated(pipeline, expected)
