@@ -24,7 +24,6 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import replace
 from typing import Any
 
 from aiokafka.errors import KafkaError
@@ -109,10 +108,10 @@ class ResolvedGate:
     ) -> int:
         """``resolved``, lowered to the watermark of each leaving partition on which Kafka holds
         a message not staged yet (a CREATE TABLE of the name again: it counts until staged)."""
-        lowered, left_out = past_retired(replace(standing, resolved=resolved), ends)
+        lowered, left_out = past_retired(standing, ends)
         if set(left_out) - self._left_out:
             log.info(
-                "%s: the table went away (DROP or RENAME TABLE, applied in order); their "
+                "%s: its table went away (DROP or RENAME TABLE, applied in commit-ts order); its "
                 "partitions no longer hold the resolved ts",
                 ", ".join(f"topic {topic}" for topic in sorted(set(left_out) - self._left_out)),
             )

@@ -120,13 +120,7 @@ class WatermarkReader:
         A partition holding a message it cannot decode yet counts as resolved only up to just
         before that message's commit ts.
         """
-        return self.resolved_over()[0]
-
-    def resolved_over(self) -> tuple[int | None, dict[str, int]]:
-        """The global resolved ts, and the partition counts it was read over (what a topic
-        discovered since must be checked against: core/topics.py)."""
-        counts = self.partition_counts()
-        return self._resolved_of(_partitions_of(counts)), counts
+        return self._resolved_of(self.partitions())
 
     def standing(self) -> Standing:
         """The global resolved ts over the recorded partitions but those of retired topics that
