@@ -179,10 +179,15 @@ def _dispatcher() -> Any:
 
 @pytest.mark.integration
 @pytest.mark.parametrize(
-    "protocol", ["open", "canal-json", "craft", "simple", "simple-avro", "debezium"]
+    "protocol", ["open", "canal-json", "craft", "simple", "simple-avro", "debezium", "avro"]
 )
 def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
-    protocol: str, pipeline: Settings, unique: str, tmp_path: Path, topics_deleted: Any
+    protocol: str,
+    pipeline: Settings,
+    unique: str,
+    tmp_path: Path,
+    topics_deleted: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Workers and a sink started first, on the pattern and the default topic; `produce
     --topic-dispatcher` then creates the database's topic and each table's while they run, with
@@ -196,6 +201,8 @@ def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
         # TiCDC's Debezium encoder writes no checkpoints: quiet partitions resolve.
         **({"TICDC_SINK_RESOLVE_WHEN_IDLE": "2"} if protocol == "debezium" else {}),
     )
+    if protocol == "avro":
+        env["TICDC_SINK_SCHEMA_REGISTRY"] = request.getfixturevalue("schema_registry_url")
     with pipeline_running(env) as processes:
         done = subprocess.run(
             [
