@@ -115,6 +115,15 @@ class KafkaSettings(SettingsGroup):
         description="a regular expression the whole topic name matches: consume every such "
         "topic, those created later too (instead of TICDC_SINK_TOPICS)",
     )
+    # None: the pattern alone names the topics. TiCDC sends a changefeed's schema-level DDL
+    # (CREATE DATABASE) and every checkpoint to its default topic (the sink URI's), whatever
+    # its topic dispatcher: a pattern for the tables' topics alone misses it.
+    default_topic: str = Field(
+        default=UNSET,
+        alias="default_topic",
+        description="the changefeed's default topic (the sink URI's topic): consumed beside "
+        "the topics TICDC_SINK_TOPICS_PATTERN matches, whether it matches or not",
+    )
     # TiCDC's own default protocol for Kafka sinks.
     protocol: Protocol = Field(
         default=Protocol.OPEN,
@@ -204,6 +213,13 @@ class KafkaSettings(SettingsGroup):
             raise ValueError(f"topic names may hold only letters, digits, '.', '_', '-': {bad}")
         return value
 
+    @field_validator("default_topic")
+    @classmethod
+    def _check_default_topic(cls, value: str) -> str:
+        if value and not _TOPIC.fullmatch(value):
+            raise ValueError("a topic name may hold only letters, digits, '.', '_', '-'")
+        return value
+
     @field_validator("topics_pattern")
     @classmethod
     def _check_topics_pattern(cls, value: str) -> str:
@@ -219,6 +235,11 @@ class KafkaSettings(SettingsGroup):
             raise ValueError(
                 f"{env_name('topics')} and {env_name('topics_pattern')} are both set: "
                 "name the topics, or match them by a pattern, not both"
+            )
+        if self.default_topic and not self.topics_pattern:
+            raise ValueError(
+                f"{env_name('default_topic')} is set without {env_name('topics_pattern')}: "
+                f"it goes with the pattern; with {env_name('topics')}, list it there"
             )
         return self
 

@@ -1,5 +1,6 @@
 """The topics a pipeline consumes when ``TICDC_SINK_TOPICS_PATTERN`` names them: which of Kafka's
-topics match, and which of those no worker has recorded yet.
+topics match (and the changefeed's default topic, ``TICDC_SINK_DEFAULT_TOPIC``), which of those
+no worker has recorded yet, and where their partitions end.
 
 A changefeed with a topic per table creates a topic when a table first needs one, while the
 workers run. The global resolved ts is the minimum over the partitions the workers recorded
@@ -11,18 +12,24 @@ the worker records and subscribes it on its next look, the sink checks it before
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from config.settings import Settings
 from core.kafka_client import kafka_options
+from core.staging.keys import TopicPartition
 
 
-def matching(pattern: str, counts: Mapping[str, int]) -> dict[str, int]:
+def matching(pattern: str, counts: Mapping[str, int], default_topic: str = "") -> dict[str, int]:
     """The topics of ``counts`` (topic -> partition count) whose whole name ``pattern`` matches,
-    as Kafka's own consumers match a subscription pattern."""
+    as Kafka's own consumers match a subscription pattern, and ``default_topic`` (the
+    changefeed's default topic, ``TICDC_SINK_DEFAULT_TOPIC``) whether it matches or not."""
     compiled = re.compile(pattern)
-    return {topic: count for topic, count in counts.items() if compiled.fullmatch(topic)}
+    return {
+        topic: count
+        for topic, count in counts.items()
+        if topic == default_topic or compiled.fullmatch(topic)
+    }
 
 
 def unrecorded(recorded: Mapping[str, int], listed: Mapping[str, int]) -> list[str]:
@@ -45,8 +52,9 @@ def gated_resolved(
 
 
 async def matched_topics(settings: Settings) -> dict[str, int]:
-    """Every topic of the cluster that ``TICDC_SINK_TOPICS_PATTERN`` matches, with its partition
-    count, from one metadata request (Kafka's internal topics left out)."""
+    """Every topic of the cluster that ``TICDC_SINK_TOPICS_PATTERN`` matches, and the default
+    topic, with its partition count, from one metadata request (Kafka's internal topics left
+    out)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(**kafka_options(settings))
@@ -55,7 +63,8 @@ async def matched_topics(settings: Settings) -> dict[str, int]:
         described = await admin.describe_topics(None)
     finally:
         await admin.close()
-    return matching(settings.kafka.topics_pattern, topic_counts(described))
+    kafka = settings.kafka
+    return matching(kafka.topics_pattern, topic_counts(described), kafka.default_topic)
 
 
 def topic_counts(described: list[dict[str, Any]]) -> dict[str, int]:
@@ -66,3 +75,23 @@ def topic_counts(described: list[dict[str, Any]]) -> dict[str, int]:
         for entry in described
         if not entry["error_code"] and not entry.get("is_internal") and entry["partitions"]
     }
+
+
+async def end_offsets(
+    settings: Settings, partitions: Sequence[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Each partition's log-end offset (the offset its next message gets), from Kafka; none for
+    a partition of a topic Kafka does not have (deleted: nothing more comes from it; asked for,
+    the client would wait for it until its request timeout)."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka import TopicPartition as KafkaTP
+
+    consumer = AIOKafkaConsumer(**kafka_options(settings))
+    await consumer.start()
+    try:
+        present = await consumer.topics()
+        asked = [tp for tp in partitions if tp.topic in present]
+        ends = await consumer.end_offsets([KafkaTP(tp.topic, tp.partition) for tp in asked])
+    finally:
+        await consumer.stop()
+    return {tp: ends[KafkaTP(tp.topic, tp.partition)] for tp in asked}

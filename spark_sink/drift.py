@@ -27,10 +27,21 @@ def _ways_forward(settings: Settings, upstream: str) -> str:
     )
 
 
-def missing_table(settings: Settings, plan: TablePlan, target: str) -> None:
-    """The downstream has no table ``target`` for ``plan``: stop, or count its rows dropped."""
+def missing_table(
+    settings: Settings, plan: TablePlan, target: str, route: str | None = None
+) -> None:
+    """The downstream has no table ``target`` for ``plan``: stop, or count its rows dropped.
+    ``route``: the TICDC_SINK_ROUTES rule that takes its rows to the table Avro renamed."""
     upstream = f"{plan.schema}.{plan.table}"
     rows = len(plan.upserts) + len(plan.deletes)
+    if route is not None and settings.sink.on_schema_drift is OnSchemaDrift.STOP:
+        downstream = route.partition("=")[2]
+        raise SchemaDriftError(
+            f"pipeline {settings.group}: table {upstream} is the name TiCDC's Avro protocol gives "
+            f"{downstream} (Avro names hold only letters, digits and '_'; so do its columns): "
+            f"set TICDC_SINK_ROUTES='{route}' (with any routes already set) and start the sink "
+            "again; its columns are matched by their Avro names"
+        )
     if settings.sink.on_schema_drift is OnSchemaDrift.STOP:
         raise SchemaDriftError(
             f"pipeline {settings.group}: {rows} changes of table {upstream} have no table "

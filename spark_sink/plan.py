@@ -21,7 +21,7 @@ keys to delete and a set of rows to upsert; the merge runs the deletes first, th
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from core.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
@@ -59,6 +59,22 @@ class TablePlan:
         return any(
             self.columns[c].flags & _KEY_FLAGS for c in self.key_columns if c in self.columns
         )
+
+
+def renamed(plan: TablePlan, names: dict[str, str]) -> TablePlan:
+    """``plan`` with its columns named as ``names`` maps them (the rest as they are): the
+    downstream's names of columns a protocol carries under other names (Avro)."""
+
+    def image(row: dict[str, Value]) -> dict[str, Value]:
+        return {names.get(name, name): value for name, value in row.items()}
+
+    return replace(
+        plan,
+        key_columns=tuple(names.get(name, name) for name in plan.key_columns),
+        columns={names.get(name, name): kind for name, kind in plan.columns.items()},
+        deletes={key: image(row) for key, row in plan.deletes.items()},
+        upserts={key: image(row) for key, row in plan.upserts.items()},
+    )
 
 
 def key_columns(columns: dict[str, ColumnType]) -> tuple[str, ...]:

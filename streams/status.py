@@ -9,7 +9,7 @@ from typing import Any
 
 from config.settings import Settings
 from core.kafka_client import kafka_options
-from core.staging import Staging, TopicPartition
+from core.staging import Staging, TopicPartition, past_retired
 from core.topics import matched_topics, unrecorded
 from core.tso import describe_tso, tso_fields
 
@@ -152,10 +152,12 @@ def snapshot(
                 "lag_messages": None if end is None else end - (done or 0),
             }
         )
-    resolved = staging.global_resolved_ts()
+    resolved, retired = past_retired(staging.standing(), ends)
     # While any partition has no watermark, those partitions alone hold the pipeline back.
     unknown = [tp for tp, mark in marks.items() if mark is None]
-    blocking = unknown or [tp for tp, mark in marks.items() if mark == resolved]
+    blocking = unknown or [
+        tp for tp, mark in marks.items() if mark == resolved and tp.topic not in retired
+    ]
     staged_rows, staged_bytes = staging.staged_totals()
     resolved_at = tso_fields(resolved, now)
     checkpoint_at = tso_fields(checkpoint_ts, now)
@@ -169,6 +171,8 @@ def snapshot(
         # How far the downstream is behind the clock (grows while nothing is applied).
         "replication_lag_seconds": checkpoint_at["age_seconds"],
         "blocking_partitions": [tp.field for tp in blocking],
+        # Topics whose table was dropped or renamed away: left out of the global resolved ts.
+        "retired_topics": retired,
         # Matched in Kafka, not yet recorded by a worker: the sink applies nothing new until.
         "blocking_topics": waiting,
         "topics": [
@@ -194,6 +198,11 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"  staged {document['staged_rows']} rows ({document['staged_bytes']} bytes), "
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
+        *(
+            [f"  left out (table dropped or renamed): {', '.join(retired)}"]
+            if (retired := document.get("retired_topics"))
+            else []
+        ),
         "  topics              "
         + (", ".join(_topic_cell(topic) for topic in document["topics"]) or "-"),
         _placement(document.get("redis")),

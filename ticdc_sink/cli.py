@@ -205,6 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="TiCDC's partition dispatcher for rows (default: TiCDC's own, by table)",
     )
     produce.add_argument(
+        "--topic-dispatcher",
+        choices=["{schema}_{table}", "{schema}", "none"],
+        help="TiCDC's topic dispatcher, the topic expression after `<topic>_`: rows to their "
+        "table's (schema's) topic, database DDL and every checkpoint to <topic>, a table's DDL "
+        "to its topic, checkpoints to the topics of the tables that exist; none: all to <topic>"
+        " (default: none's routing of earlier versions, every DDL to every partition)",
+    )
+    produce.add_argument(
         "--start-ts",
         type=_positive,
         default=START_TS,
@@ -215,6 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--drop-column",
         action="store_true",
         help="drop a column of orders three quarters of the way (after the ADD COLUMN halfway)",
+    )
+    produce.add_argument(
+        "--table-changes",
+        action="store_true",
+        help="rename customers to clients and truncate orders three fifths of the way, drop "
+        "events and create it again with a column more seven tenths of the way",
     )
     produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)

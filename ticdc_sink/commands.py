@@ -203,8 +203,13 @@ def produce(args: argparse.Namespace) -> int:
         dispatcher=Dispatcher(args.dispatcher),
         registry=registry,
         drop_column=args.drop_column,
+        topic_dispatcher=args.topic_dispatcher,
+        table_changes=args.table_changes,
     )
-    where = f"the topics {topic}_<schema>_<table>" if registry is not None else topic
+    if args.topic_dispatcher in (None, "none"):
+        where = f"the topics {topic}_<schema>_<table>" if registry is not None else topic
+    else:
+        where = f"{topic} and the topics {topic}_{args.topic_dispatcher}"
     print(f"sent {sent} messages to {where}; final resolved ts {final}")
     print(f"expected downstream state: {args.expected}")
     return 0

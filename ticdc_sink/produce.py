@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import logging
 import random
@@ -35,6 +36,7 @@ from streams.codecs.debezium_values import carried_decimal
 from streams.codecs.values import b64encode
 from ticdc_sink.dispatchers import Dispatcher, partition_of
 from ticdc_sink.scenario import KEYLESS_TABLES, START_TS, Scenario, Transaction
+from ticdc_sink.topic_dispatch import TopicDispatcher, TopicRouter
 
 if TYPE_CHECKING:
     from streams.codecs.avro import Registry
@@ -71,9 +73,13 @@ def history_messages(
     seed: int = 1,
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
     codec: Callable[[], Codec] | None = None,
+    router: TopicRouter | None = None,
 ) -> tuple[list[tuple[int, KafkaMessage]], int]:
     """Every message of ``history`` with its partition, in send order, and the last resolved ts,
-    as :func:`scenario_messages` gives a scenario's."""
+    as :func:`scenario_messages` gives a scenario's. With ``router`` each message names its topic
+    as TiCDC's topic dispatcher gives it (:func:`routed_messages`)."""
+    if router is not None:
+        return routed_messages(history, partitions, seed, dispatcher, codec, router, duplicates)
     rng = random.Random(seed)
     codecs = [codec() if codec else codec_for(protocol) for _ in range(partitions)]
     skipped = _skipped_tables(protocol)
@@ -125,6 +131,89 @@ def history_messages(
     return out, last_ts
 
 
+def routed_messages(
+    history: Iterable[Transaction],
+    partitions: int,
+    seed: int,
+    dispatcher: Dispatcher,
+    codec: Callable[[], Codec] | None,
+    router: TopicRouter,
+    duplicates: float = 0.0,
+) -> tuple[list[tuple[int, KafkaMessage]], int]:
+    """:func:`history_messages` routed to topics as TiCDC routes them (``topic_dispatch.py``):
+    rows to their table's topic, DDL to the default topic or its table's (old) topic, every
+    checkpoint to the default topic and the topics of the tables that exist, the checkpoint
+    after a DDL at its commit ts to those that existed before it. Each (topic, partition) has a
+    codec of its own, as TiCDC has an encoder per partition."""
+    rng = random.Random(seed)
+    protocol = router.protocol
+    skipped = _skipped_tables(protocol)
+    codecs: dict[tuple[str, int], Codec] = {}
+    pending: dict[tuple[str, int], list[RowChange]] = {}
+    sent: dict[tuple[str, int], list[KafkaMessage]] = {}
+    out: list[tuple[int, KafkaMessage]] = []
+    last_ts = 0
+
+    def encoder(place: tuple[str, int]) -> Codec:
+        if place not in codecs:
+            codecs[place] = codec() if codec else codec_for(protocol)
+        return codecs[place]
+
+    def emit(place: tuple[str, int], events: Sequence[Any], again: bool = True) -> None:
+        for message in encoder(place).encode(list(events)):
+            routed = dataclasses.replace(message, topic=place[0])
+            out.append((place[1], routed))
+            if again:
+                sent.setdefault(place, []).append(routed)
+
+    checkpoints = [0]
+
+    def checkpoint(resolved: int, topics: Sequence[str]) -> None:
+        if resolved <= checkpoints[-1]:
+            return  # sent already (TiCDC sends a checkpoint once)
+        checkpoints.append(resolved)
+        for topic in topics:
+            for partition in range(partitions):
+                emit((topic, partition), [Resolved(resolved)], again=False)
+
+    def flush(resolved: int) -> None:
+        for place, rows in pending.items():
+            keyed = [row for row in rows if row.table not in KEYLESS_TABLES]
+            if keyed:
+                emit(place, keyed)
+            if len(keyed) < len(rows):
+                emit(place, [row for row in rows if row.table in KEYLESS_TABLES], again=False)
+            if duplicates and sent.get(place) and rng.random() < duplicates:
+                out.append((place[1], rng.choice(sent[place])))
+        pending.clear()
+        checkpoint(resolved, router.checkpoint_topics())
+
+    for count, txn in enumerate(history, 1):
+        if txn.ddl is not None and txn.ddl.table in skipped:
+            last_ts = txn.commit_ts
+            continue
+        if txn.ddl is not None:
+            flush(last_ts)
+            before = router.checkpoint_topics()
+            renamed = (txn.ddl.schema or "", txn.renamed_from) if txn.renamed_from else None
+            topic, ddl_partitions = router.ddl(txn.ddl, renamed)
+            for partition in ddl_partitions:
+                emit((topic, partition), [txn.ddl], again=False)
+            checkpoint(txn.commit_ts, before)
+            last_ts = txn.commit_ts
+            continue
+        for row in txn.rows:
+            if row.table not in skipped:
+                topic = router.topic_of(row.schema, row.table)
+                place = (topic, partition_of(row, partitions, dispatcher))
+                pending.setdefault(place, []).append(row)
+        last_ts = txn.commit_ts
+        if count % RESOLVED_EVERY == 0:
+            flush(last_ts)
+    flush(last_ts)
+    return out, last_ts
+
+
 def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]:
     """The downstream tables the scenario should leave, as JSON-ready data (DECIMAL as far as
     ``protocol`` carries it: TiCDC's Debezium encoder sends it as a double)."""
@@ -139,7 +228,7 @@ def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]
         return value
 
     return {
-        f"{scenario.schema}.{table}": {
+        f"{scenario.schema}.{scenario.names[table]}": {
             "columns": list(scenario.columns[table]),
             "rows": [
                 [cell(kind, row[c]) for c, kind in scenario.columns[table].items()]
@@ -162,9 +251,10 @@ def avro_topics(topic: str, scenario: Scenario) -> list[str]:
 
     skipped = _skipped_tables(Protocol.AVRO)
     return [
-        topic_for(topic, scenario.schema, table)
+        topic_for(topic, scenario.schema, name)
         for table in scenario.columns
         if table not in skipped
+        for name in sorted({table, scenario.names[table]})
     ]
 
 
@@ -258,15 +348,20 @@ def run_produce(
     dispatcher: Dispatcher = Dispatcher.DEFAULT,
     registry: Registry | None = None,
     drop_column: bool = False,
+    topic_dispatcher: str | None = None,
+    table_changes: bool = False,
 ) -> tuple[int, int]:
     """Produce a scenario; returns (messages sent, final resolved ts). Avro registers its
-    schemas in ``registry`` and writes to a topic per table named after ``topic``."""
+    schemas in ``registry`` and writes to a topic per table named after ``topic``. With
+    ``topic_dispatcher`` (a :class:`TopicDispatcher` value) the messages go to the topics TiCDC
+    gives them (``topic_dispatch.py``), ``topic`` the default one."""
     scenario = Scenario(
         seed=seed,
         transactions=transactions,
         schema=schema,
         start_ts=start_ts,
         drop_column=drop_column,
+        table_changes=table_changes,
     )
     codec: Callable[[], Codec] | None = None
     topics: list[str] = []
@@ -275,9 +370,20 @@ def run_produce(
 
         codec = functools.partial(AvroCodec, registry, topic_prefix=topic)
         topics = avro_topics(topic, scenario)
-    messages, final = scenario_messages(
-        scenario, protocol, partitions, duplicates, seed, dispatcher, codec
-    )
+    if topic_dispatcher is not None:
+        routing = TopicDispatcher(topic_dispatcher)
+        if protocol == Protocol.AVRO and routing is not TopicDispatcher.TABLE:
+            # TiCDC's own check (topic/expression.go ValidateForAvro).
+            raise ConfigError("--topic-dispatcher: Avro needs a topic per table, {schema}_{table}")
+        router = TopicRouter(topic, routing, partitions, protocol)
+        messages, final = routed_messages(
+            scenario.history(), partitions, seed, dispatcher, codec, router, duplicates
+        )
+        topics = sorted({m.topic for _, m in messages if m.topic} | {topic})
+    else:
+        messages, final = scenario_messages(
+            scenario, protocol, partitions, duplicates, seed, dispatcher, codec
+        )
     asyncio.run(send(settings, topic, partitions, messages, topics))
     expected.parent.mkdir(parents=True, exist_ok=True)
     expected.write_bytes(orjson.dumps(expected_state(scenario, protocol)))

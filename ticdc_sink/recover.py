@@ -62,8 +62,12 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
     rewinds = asyncio.run(_plan_rewind(settings, offsets))
     staging = Staging(redis_client(settings), settings.group)
     # The dead letters are a record, not state to rebuild: a recovery keeps them. So are the
-    # schemas fetched from a registry: an id's schema never changes.
-    kept = frozenset({staging.keys.dead_letters, staging.keys.registry_schemas})
+    # schemas fetched from a registry: an id's schema never changes. And the retired topics: a
+    # DROP or RENAME TABLE at or below the checkpoint is not replayed, and its topic would hold
+    # the resolved ts again (keeping one is always safe: core/staging/retired.py).
+    kept = frozenset(
+        {staging.keys.dead_letters, staging.keys.registry_schemas, staging.keys.retired}
+    )
     doomed = staging.stored_keys(keep=kept)
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"
     print(f"pipeline {settings.group}: {at}")
@@ -74,7 +78,8 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
                 f"  WARNING {rewind.field}: offsets {rewind.offset}..{rewind.earliest - 1} were "
                 "deleted by Kafka's retention; their changes cannot be replayed"
             )
-    print(f"  staging keys to clear: {len(doomed)} (dead letters and registry schemas are kept)")
+    kept_names = "dead letters, registry schemas and retired topics are kept"
+    print(f"  staging keys to clear: {len(doomed)} ({kept_names})")
     if dry_run:
         print("dry run: nothing changed")
         return 0

@@ -30,6 +30,17 @@ TABLE_DDL = {
     "events": "CREATE TABLE {schema}.events (kind VARCHAR(16), detail VARCHAR(64), at DATE)",
 }
 ADD_COLUMN = "ALTER TABLE {schema}.orders ADD COLUMN extra VARCHAR(8)"
+# With ``table_changes``: customers renamed, orders truncated, events dropped and made again with
+# another layout (a column more).
+RENAMED = "clients"
+RENAME_TABLE = "RENAME TABLE {schema}.customers TO {schema}.clients"
+TRUNCATE_TABLE = "TRUNCATE TABLE {schema}.orders"
+DROP_TABLE = "DROP TABLE {schema}.events"
+EVENTS_AGAIN = "CREATE TABLE {schema}.events (kind VARCHAR(16), detail VARCHAR(64), at DATE, n INT)"
+ACTION_CREATE_TABLE = 3
+ACTION_DROP_TABLE = 4
+ACTION_TRUNCATE_TABLE = 11
+ACTION_RENAME_TABLE = 14
 DROP_COLUMN = "ALTER TABLE {schema}.orders DROP COLUMN note"
 # TiDB's DDL action codes (parser/model ActionType).
 ACTION_ADD_COLUMN = 5
@@ -66,6 +77,8 @@ class Transaction:
     commit_ts: int
     rows: list[RowChange] = field(default_factory=list)
     ddl: DDLEvent | None = None
+    # A RENAME's table name before it (the event names the new one, as TiCDC's does).
+    renamed_from: str | None = None
 
 
 @dataclass
@@ -83,6 +96,9 @@ class Scenario:
     bulk_rows: int = 0
     # ``orders.note`` dropped three quarters of the way (after the ADD COLUMN halfway).
     drop_column: bool = False
+    # customers renamed and orders truncated three fifths of the way, events dropped and made
+    # again with another layout seven tenths of the way.
+    table_changes: bool = False
     state: dict[str, dict[tuple[Value, ...], dict[str, Value]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -92,6 +108,8 @@ class Scenario:
         self._next_id = {"customers": 1, "orders": 1}
         self._serial = 0
         self._touched: set[tuple[str, tuple[Value, ...]]] = set()
+        # Each table's upstream name (customers is renamed with ``table_changes``).
+        self.names = {table: table for table in COLUMNS}
 
     def history(self) -> Iterator[Transaction]:
         """DDL creating the schema, then transactions, with an ADD COLUMN halfway, then the bulk
@@ -118,6 +136,12 @@ class Scenario:
                 for row in self.state["orders"].values():
                     del row["note"]
                 ts += 1 << 18
+            if self.table_changes and index == self.transactions * 3 // 5:
+                yield from self._rename_and_truncate(ts)
+                ts += 2 << 18
+            if self.table_changes and index == self.transactions * 7 // 10:
+                yield from self._drop_and_create(ts)
+                ts += 2 << 18
             txn = Transaction(ts)
             self._touched = set()
             for _ in range(self.rng.randint(1, 50)):
@@ -134,6 +158,27 @@ class Scenario:
                 if change is not None:
                     bulk.rows.append(change)
             yield bulk
+
+    def _rename_and_truncate(self, ts: int) -> Iterator[Transaction]:
+        db = self.schema
+        rename = RENAME_TABLE.format(schema=db)
+        ddl = DDLEvent(ts, db, RENAMED, rename, ACTION_RENAME_TABLE)
+        yield Transaction(ts, ddl=ddl, renamed_from="customers")
+        self.names["customers"] = RENAMED
+        ts += 1 << 18
+        truncate = TRUNCATE_TABLE.format(schema=db)
+        yield Transaction(ts, ddl=DDLEvent(ts, db, "orders", truncate, ACTION_TRUNCATE_TABLE))
+        self.state["orders"] = {}
+
+    def _drop_and_create(self, ts: int) -> Iterator[Transaction]:
+        db = self.schema
+        drop = DROP_TABLE.format(schema=db)
+        yield Transaction(ts, ddl=DDLEvent(ts, db, "events", drop, ACTION_DROP_TABLE))
+        ts += 1 << 18
+        create = EVENTS_AGAIN.format(schema=db)
+        yield Transaction(ts, ddl=DDLEvent(ts, db, "events", create, ACTION_CREATE_TABLE))
+        self.columns["events"] = {**COLUMNS["events"], "n": column_type(3, NULLABLE)}
+        self.state["events"] = {}
 
     def _change(self, ts: int) -> RowChange | None:
         table = self.rng.choice(["customers", "orders", "orders", "events"])
@@ -157,10 +202,12 @@ class Scenario:
             del rows[old_key]
             rows[new_key] = new
             self._touched |= {(table, old_key), (table, new_key)}
-            return RowChange(ts, self.schema, table, Op.UPDATE, dict(self.columns[table]), new, old)
+            name = self.names[table]
+            return RowChange(ts, self.schema, name, Op.UPDATE, dict(self.columns[table]), new, old)
         del rows[old_key]
         self._touched.add((table, old_key))
-        return RowChange(ts, self.schema, table, Op.DELETE, dict(self.columns[table]), None, old)
+        name = self.names[table]
+        return RowChange(ts, self.schema, name, Op.DELETE, dict(self.columns[table]), None, old)
 
     def _insert(self, ts: int, table: str) -> RowChange | None:
         row = self._changes(table)
@@ -176,7 +223,8 @@ class Scenario:
             return None
         self.state[table][key] = row
         self._touched.add((table, key))
-        return RowChange(ts, self.schema, table, Op.INSERT, dict(self.columns[table]), row, None)
+        name = self.names[table]
+        return RowChange(ts, self.schema, name, Op.INSERT, dict(self.columns[table]), row, None)
 
     def _fresh_id(self, table: str) -> int:
         self._next_id[table] += 1
@@ -211,8 +259,11 @@ class Scenario:
             # the same with or without it.
             return {name: v for name, v in values.items() if name in self.columns["orders"]}
         self._serial += 1
-        return {
+        event: dict[str, Value] = {
             "kind": rng.choice(["click", "view", None]),
             "detail": f"event {self._serial}",
             "at": f"2024-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
         }
+        if "n" in self.columns["events"]:
+            event["n"] = rng.choice([None, rng.randint(-100, 100)])
+        return event

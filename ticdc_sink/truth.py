@@ -52,7 +52,8 @@ def read_workload(path: Path) -> Iterator[WorkloadStep]:
 
 
 def run_workload(settings: Settings, path: Path, database: str) -> int:
-    """Run the workload at ``path`` with ``{DB}`` as ``database``, in UTC: each DDL on its own,
+    """Run the workload at ``path`` with ``{DB}`` as ``database`` (also within a longer name:
+    ``{DB}_b``), in UTC: each DDL on its own,
     each DML list as one transaction. Returns the transactions run."""
     placeholder = quote(DB_PLACEHOLDER)
     name = quote(database)
@@ -60,7 +61,9 @@ def run_workload(settings: Settings, path: Path, database: str) -> int:
     with connect(settings) as conn, conn.cursor() as cursor:
         for step in read_workload(path):
             for statement in step.statements:
-                cursor.execute(statement.replace(placeholder, name))
+                # ``{DB}`` inside a longer quoted name (``{DB}_b``) is the name's inside.
+                quoted = statement.replace(placeholder, name)
+                cursor.execute(quoted.replace(DB_PLACEHOLDER, database.replace("`", "``")))
             conn.commit()
             transactions += step.kind == "dml"
     return transactions

@@ -27,7 +27,7 @@ from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import LAYOUT_VERSION, row_member, ts_hex
 from core.staging.protocols import ReleaseSource, StagerStore, StagingRoundTrip
 from core.staging.reader import Barrier, StagingReader
-from core.staging.watermarks import PartitionProgress, WatermarkReader
+from core.staging.watermarks import PartitionProgress, Standing, WatermarkReader, past_retired
 from core.staging.writer import HeldMessage, StagingBatch, StagingWriter
 
 __all__ = [
@@ -50,10 +50,12 @@ __all__ = [
     "StagingReader",
     "StagingRoundTrip",
     "StagingWriter",
+    "Standing",
     "TopicPartition",
     "WatermarkReader",
     "frame_message",
     "frame_packed",
+    "past_retired",
     "row_member",
     "ts_hex",
 ]

@@ -74,6 +74,12 @@ class Keys:
         return self._name("partitions")
 
     @property
+    def retired(self) -> str:
+        """Hash topic -> commit ts (16 hex) of the DROP or RENAME TABLE that took its table away
+        (core/staging/retired.py)."""
+        return self._name("retired")
+
+    @property
     def staged(self) -> str:
         return self._name("staged")
 

@@ -23,3 +23,5 @@ TRIM = _load("trim.lua")
 STAGE_MEMBERS = _load("stage_members.lua")
 # Counts the rows of one page of a partition's row members.
 COUNT_ROWS = _load("count_rows.lua")
+# Records the commit ts at which a topic's table went away, forward only.
+RETIRE = _load("retire.lua")

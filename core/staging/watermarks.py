@@ -6,13 +6,15 @@ release, ``ticdc-sink status`` for its table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from core.redis_client import RedisClient
 from core.staging import scripts
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import as_bytes, as_text, member_ts
+from core.staging.retired import leaving
 
 # Members one count script call reads: bounds how long it holds Redis.
 COUNT_PAGE = 10_000
@@ -41,6 +43,36 @@ def min_resolved(marks: dict[TopicPartition, int | None], held: dict[str, int]) 
         for tp, mark in marks.items()
         if mark is not None
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """The global resolved ts with retired topics' partitions left out (core/staging/retired.py),
+    and what a gate checks before it takes it (spark_sink/topic_gate.py)."""
+
+    resolved: int | None
+    # The partition counts it was read over.
+    counts: dict[str, int]
+    # The partitions left out: each one's watermark (its topic's retirement ts) and staged offset.
+    leaving: dict[TopicPartition, tuple[int, int | None]]
+
+
+def past_retired(
+    standing: Standing, ends: Mapping[TopicPartition, int]
+) -> tuple[int | None, list[str]]:
+    """The global resolved ts of ``standing`` once Kafka's log-end offsets ``ends`` of its
+    leaving partitions are known (read after it): a leaving partition on which Kafka holds a
+    message not staged counts at its watermark; one Kafka lacks (a deleted topic) stays out.
+    Also the retired topics it leaves out, sorted."""
+    behind = [
+        tp
+        for tp, (_, offset) in standing.leaving.items()
+        if ends.get(tp, 0) > (-1 if offset is None else offset) + 1
+    ]
+    retired = sorted({tp.topic for tp in standing.leaving} - {tp.topic for tp in behind})
+    if standing.resolved is None:
+        return None, retired
+    return min([standing.resolved, *(standing.leaving[tp][0] for tp in behind)]), retired
 
 
 def _partitions_of(counts: dict[str, int]) -> list[TopicPartition]:
@@ -88,13 +120,34 @@ class WatermarkReader:
         A partition holding a message it cannot decode yet counts as resolved only up to just
         before that message's commit ts.
         """
-        return self.resolved_over()[0]
+        return self._resolved_of(self.partitions())
 
-    def resolved_over(self) -> tuple[int | None, dict[str, int]]:
-        """The global resolved ts, and the partition counts it was read over (what a topic
-        discovered since must be checked against: core/topics.py)."""
+    def standing(self) -> Standing:
+        """The global resolved ts over the recorded partitions but those of retired topics that
+        stand at their retirement (:class:`Standing`): safe only once Kafka shows nothing
+        unstaged on those."""
         counts = self.partition_counts()
-        return self._resolved_of(_partitions_of(counts)), counts
+        marks = self._watermarks_of(_partitions_of(counts))
+        held = {
+            as_text(field): int(ts, 16)
+            for field, ts in self._client.hgetall(self.keys.held_ts).items()
+        }
+        retired = {
+            as_text(topic): int(ts, 16)
+            for topic, ts in self._client.hgetall(self.keys.retired).items()
+        }
+        out = leaving(marks, held, retired) if retired else []
+        kept = {tp: mark for tp, mark in marks.items() if tp not in out}
+        resolved = min_resolved(kept, held)
+        offsets = self._client.hmget(self.keys.offsets, [tp.field for tp in out]) if out else []
+        return Standing(
+            resolved,
+            counts,
+            {
+                tp: (retired[tp.topic], None if offset is None else int(offset))
+                for tp, offset in zip(out, offsets, strict=True)
+            },
+        )
 
     def _resolved_of(self, partitions: list[TopicPartition]) -> int | None:
         marks = self._watermarks_of(partitions)
@@ -106,10 +159,12 @@ class WatermarkReader:
         }
         return min_resolved(marks, held)
 
-    def releasable(self) -> bool:
-        """Whether staged changes wait that the sink can apply now: the global resolved ts is
-        past the last trim. When it is not, holding staging back frees nothing."""
-        resolved = self.global_resolved_ts()
+    def releasable(self, resolved: int | Literal[False] | None = False) -> bool:
+        """Whether staged changes wait that the sink can apply now: the global resolved ts (or
+        ``resolved``, as the sink takes it) is past the last trim. When it is not, holding
+        staging back frees nothing."""
+        if resolved is False:
+            resolved = self.global_resolved_ts()
         if resolved is None:
             return False
         trimmed = self._client.get(self.keys.trimmed)

@@ -24,6 +24,7 @@ from core.staging.dead_letters import DeadLetters
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import LAYOUT_VERSION, as_bytes, member_row_count, row_members, ts_hex
+from core.staging.retired import retires_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +154,10 @@ class StagingWriter:
             len(script) + sum(f.args for f in frames),
             [encode_args(script), *(f.data for f in frames)],
         )
+        for ts in _retiring_ts(messages):
+            # In the staging transaction: the topic is retired exactly when its DDL is staged.
+            retire: list[Arg] = ["EVAL", scripts.RETIRE, 1, self.keys.retired, tp.topic, ts]
+            commands.command(*retire)
         commands.command("SET", self.keys.layout, LAYOUT_VERSION)
         commands.command("EXEC")
         return zadds
@@ -276,3 +281,15 @@ class StagingWriter:
     def trim_dead_letters(self, max_entries: int) -> int:
         """Keep the newest ``max_entries`` dead letters; returns how many old ones went."""
         return self.dead_letters.trim(max_entries)
+
+
+def _retiring_ts(messages: Sequence[StagedMessage | FramedMessage]) -> list[bytes]:
+    """The commit ts (16 hex) of each DDL of ``messages`` that takes its topic's table away
+    (a natively framed message carries none: DDL goes through Python)."""
+    return [
+        ts_hex(ddl.commit_ts)
+        for message in messages
+        if isinstance(message, StagedMessage)
+        for ddl in message.ddls
+        if retires_topic(ddl)
+    ]

@@ -10,7 +10,7 @@ from enum import StrEnum
 from config.errors import DDLError
 from core.model import DDLEvent
 from spark_sink.ddl.rewrite import named_database, route_ddl
-from spark_sink.ddl.text import is_database_ddl
+from spark_sink.ddl.text import is_database_ddl, requoted_drop
 from spark_sink.ddl.tidb_syntax import mysql_safe
 from spark_sink.routing import Router
 
@@ -52,6 +52,7 @@ def ddl_action(
     asked to skip, the routes, and whether the downstream runs TiDB-only syntax as it is."""
     if ddl.commit_ts <= applied_ddl_ts:
         return DDLAction(DDLStep.APPLIED, ddl)
+    ddl = replace(ddl, query=requoted_drop(ddl.query, ddl.schema, ddl.table))
     if not ddl.schema:
         # A DDL event without its database (the project's own Simple encoder writes no table
         # schema for DDL) that qualifies its table runs in the database it names.

@@ -16,6 +16,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.tokenizer_core import Token, TokenType
 
 from config.errors import DDLError
+from core.sql import quote
 
 _DIALECT = MySQL()
 # Leading keywords of a statement about a whole database: it runs without `USE`.
@@ -121,3 +122,16 @@ def statements(query: str) -> int:
         else:
             pending = True
     return count + pending
+
+
+def requoted_drop(query: str, schema: str | None, table: str | None) -> str:
+    """``query``, or, when it is TiCDC's own rebuilt ``DROP TABLE`` / ``DROP VIEW`` with the
+    names put between backticks unescaped (pingcap/tiflow ``cdc/model/sink.go``
+    ``DDLEvent.FromJobWithArgs``: ``fmt.Sprintf("DROP TABLE `%s`.`%s`", ...)``), the same
+    statement with the event's names quoted: a name holding a backtick is not SQL otherwise."""
+    if not schema or not table or "`" not in schema + table:
+        return query
+    for kind in ("TABLE", "VIEW"):
+        if query == f"DROP {kind} `{schema}`.`{table}`":
+            return f"DROP {kind} {quote(schema)}.{quote(table)}"
+    return query

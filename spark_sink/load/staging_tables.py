@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from config.settings import Settings
+from config.settings import Protocol, Settings
+from core.avro_names import avro_renames
 from core.sql import quote
 from spark_sink.db.dialect import Dialect
 from spark_sink.db.tables import (
@@ -32,7 +33,7 @@ from spark_sink.db.tables import (
 from spark_sink.drift import missing_columns, missing_table
 from spark_sink.load.loaders import in_place
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
-from spark_sink.plan import TablePlan
+from spark_sink.plan import TablePlan, renamed
 from spark_sink.routing import Router
 
 # Part of a staging table's name: a new layout of staging tables gets new tables.
@@ -189,9 +190,15 @@ class StagingTables:
         if layout is None:
             every = table_columns(cursor, schema, table)
             if not every:
-                missing_table(self.settings, plan, f"{schema}.{table}")
+                hint = self._avro_route(cursor, plan, schema, table)
+                missing_table(self.settings, plan, f"{schema}.{table}", hint)
                 return None
             layout = self._layouts[routed] = Layout.of(schema, table, every)
+        if self.settings.kafka.protocol is Protocol.AVRO:
+            # Avro carries names of [A-Za-z0-9_] only: a column is matched by its Avro name.
+            names = avro_renames(plan.columns, layout.names)
+            if names:
+                plan = renamed(plan, names)
         missing_columns(self.settings, plan, f"{schema}.{table}", layout.names)
         columns = layout.columns
         has_key = plan.has_key
@@ -214,6 +221,19 @@ class StagingTables:
             len(staged_deletes),
             create,
         )
+
+    def _avro_route(self, cursor: Any, plan: TablePlan, schema: str, table: str) -> str | None:
+        """With Avro, the route that takes rows of ``plan`` (its table named as Avro names it)
+        to the one downstream table of ``schema`` whose Avro name that is; None without one."""
+        if self.settings.kafka.protocol is not Protocol.AVRO:
+            return None
+        cursor.execute(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s", (schema,)
+        )
+        renames = avro_renames([table], [row[0] for row in cursor.fetchall()])
+        if table not in renames:
+            return None
+        return f"{plan.schema}.{plan.table}={schema}.{renames[table]}"
 
     def make(self, item: StagedTable, run: Callable[[str], object]) -> None:
         """Make ``item``'s staging table by ``run`` (its CREATE) unless this process has: only

@@ -67,7 +67,7 @@ def _run_worker(settings: Settings) -> int:
             "neither TICDC_SINK_TOPICS (the topics to consume) nor TICDC_SINK_TOPICS_PATTERN "
             "(a regular expression their names match) is set: set one"
         )
-    for warning in protocol_warnings(settings):
+    for warning in [*protocol_warnings(settings), *topic_warnings(settings)]:
         log.warning("%s", warning)
     topics = None
     if settings.kafka.topics_pattern:
@@ -167,6 +167,19 @@ def protocol_warnings(settings: Settings) -> list[str]:
             "debezium: TiCDC's Debezium encoder writes no checkpoint events, so without "
             "TICDC_SINK_RESOLVE_WHEN_IDLE (seconds) no partition's watermark moves and "
             "nothing is released"
+        ]
+    return []
+
+
+def topic_warnings(settings: Settings) -> list[str]:
+    """A pattern without the changefeed's default topic, said once at start: TiCDC sends
+    CREATE DATABASE and every checkpoint there."""
+    kafka = settings.kafka
+    if kafka.topics_pattern and not kafka.default_topic:
+        return [
+            "TICDC_SINK_TOPICS_PATTERN is set without TICDC_SINK_DEFAULT_TOPIC: unless the "
+            "pattern matches the changefeed's default topic (the sink URI's topic), its "
+            "CREATE DATABASE never arrives and the sink stops at the database's first table"
         ]
     return []
 

@@ -47,6 +47,15 @@ def test_topics_are_named_or_matched_by_a_valid_pattern_not_both() -> None:
         load_settings(environ=both)
 
 
+def test_the_default_topic_goes_with_the_pattern() -> None:
+    both = {"TICDC_SINK_TOPICS_PATTERN": "tidb_.+", "TICDC_SINK_DEFAULT_TOPIC": "tidb"}
+    assert load_settings(environ=both).kafka.default_topic == "tidb"
+    with pytest.raises(ConfigError, match="TICDC_SINK_DEFAULT_TOPIC is set without"):
+        load_settings(environ={"TICDC_SINK_TOPICS": "a", "TICDC_SINK_DEFAULT_TOPIC": "tidb"})
+    with pytest.raises(ConfigError, match="TICDC_SINK_DEFAULT_TOPIC='a b'"):
+        load_settings(environ={**both, "TICDC_SINK_DEFAULT_TOPIC": "a b"})
+
+
 @pytest.mark.parametrize(
     ("variable", "value", "expected"),
     [
@@ -283,6 +292,7 @@ FLAT_NAMES = [
     "claim_check_storage",
     "dead_letter_max_entries",
     "decode_threads",
+    "default_topic",
     "downstream",
     "downstream_password",
     "downstream_ssl_ca",

@@ -11,6 +11,13 @@ def test_a_pattern_matches_whole_topic_names() -> None:
     counts = {"tidb_shop_orders": 3, "tidb_shop": 1, "x_tidb_shop_a": 2, "tidb_shop_a.b": 1}
     assert matching(r"tidb_shop_.*", counts) == {"tidb_shop_orders": 3, "tidb_shop_a.b": 1}
     assert matching(r"tidb_shop", counts) == {"tidb_shop": 1}
+    # The changefeed's default topic, whether the pattern matches it or not.
+    assert matching(r"tidb_shop_.*", counts, "tidb_shop") == {
+        "tidb_shop_orders": 3,
+        "tidb_shop_a.b": 1,
+        "tidb_shop": 1,
+    }
+    assert matching(r"tidb_shop_.*", counts, "absent") == matching(r"tidb_shop_.*", counts)
 
 
 def test_a_listed_topic_staging_lacks_or_counts_otherwise_is_unrecorded() -> None:

@@ -12,7 +12,7 @@ import pytest
 from config.settings import Settings
 from core.model import DDLEvent
 from core.staging import Staging, TopicPartition
-from core.topics import matched_topics
+from core.topics import end_offsets, matched_topics
 from spark_sink.topic_gate import ResolvedGate
 
 pytestmark = pytest.mark.integration
@@ -87,3 +87,57 @@ def test_while_kafka_is_away_the_sink_applies_nothing_past_what_it_confirmed(
     assert gate.resolved() is None
     outages = [r for r in caplog.records if "Kafka unavailable since" in r.getMessage()]
     assert len(outages) == 1
+
+
+async def test_a_dropped_tables_topic_leaves_the_resolved_ts_while_kafka_has_nothing_new_on_it(
+    settings: Settings, staging: Staging, kafka_admin: Any, unique: str
+) -> None:
+    """A topic retired by its DROP TABLE (staged, every partition at its ts) stops holding the
+    resolved ts; a message Kafka has on it and staging lacks (CREATE TABLE of the name again)
+    holds it at the DROP until a worker stages it."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import NewTopic
+
+    table, other = f"{unique}_t", f"{unique}_o"
+    await kafka_admin.create_topics([NewTopic(table, 1, 1), NewTopic(other, 1, 1)])
+    try:
+        gate = ResolvedGate(settings.updated({"topics": (table, other)}), staging)
+
+        def resolved() -> Any:
+            return asyncio.to_thread(gate.resolved)
+
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap)
+        await producer.start()
+        try:
+            for topic in (table, other):
+                staging.set_partition_count(topic, 1)
+            t, o = TopicPartition(table, 0), TopicPartition(other, 0)
+            drop = DDLEvent(TS + 5, unique, "t", f"DROP TABLE {unique}.t", 4)
+            # As Kafka holds them: the DROP and its checkpoint on the table's topic.
+            for _ in range(2):
+                await producer.send_and_wait(table, b"m")
+            staging.stage(t, 0, [], ddls=[drop])
+            staging.stage(t, 1, [], watermark=TS + 5)
+            staging.stage(o, 0, [], watermark=TS + 20)
+            assert await resolved() == TS + 20
+            staging.stage(o, 1, [], watermark=TS + 30)
+            # The name created again: a message on the topic that no worker staged yet.
+            await producer.send_and_wait(table, b"m")
+            assert await resolved() == TS + 20  # confirmed before; nothing past it
+            create = DDLEvent(TS + 25, unique, "t", f"CREATE TABLE {unique}.t (id INT)", 3)
+            staging.stage(t, 2, [], ddls=[create])
+            assert await resolved() == TS + 30
+        finally:
+            await producer.stop()
+    finally:
+        await kafka_admin.delete_topics([table, other])
+
+
+async def test_the_ends_of_a_deleted_topic_are_none_at_once(
+    settings: Settings, unique: str
+) -> None:
+    """A retired topic deleted from Kafka carries nothing more: it is left out, not waited for
+    (the client would wait for its metadata until its request timeout)."""
+    started = time.monotonic()
+    assert await end_offsets(settings, [TopicPartition(f"{unique}_gone", 0)]) == {}
+    assert time.monotonic() - started < 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from config.settings import OnError
-from core.model import Resolved
+from core.model import DDLEvent, Resolved
 from core.staging import Staging, TopicPartition
 from streams.codecs import codec_for
 from streams.schema_store import RedisSchemaStore
@@ -141,3 +141,22 @@ def test_an_owner_kafka_cannot_name_is_unknown_and_no_member_is_none() -> None:
     assert partition_owners(rebalancing, tps) == {tps[0]: UNKNOWN_OWNER}
     assert partition_owners(None, tps) == {tps[0]: UNKNOWN_OWNER}
     assert partition_owners({"state": "Empty", "members": []}, tps) == {tps[0]: None}
+
+
+@pytest.mark.integration
+def test_a_topic_whose_table_went_away_is_left_out_while_kafka_has_nothing_new_on_it(
+    staging: Staging,
+) -> None:
+    staging.set_partition_count("t", 1)
+    staging.set_partition_count("u", 1)
+    t, u = TopicPartition("t", 0), TopicPartition("u", 0)
+    staging.stage(t, 0, [], [DDLEvent(TS, "db", "t", "DROP TABLE `db`.`t`", 4)])
+    staging.stage(t, 1, [], watermark=TS)
+    staging.stage(u, 0, [], watermark=TS + 9)
+    document = snapshot(staging, {}, {t: 2, u: 1}, None, NOW)
+    assert document["global_resolved_ts"] == TS + 9
+    assert (document["retired_topics"], document["blocking_partitions"]) == (["t"], ["u:0"])
+    assert "  left out (table dropped or renamed): t" in render(document, now=NOW)
+    # A message on it not staged yet (the table made again): it holds at the DROP.
+    document = snapshot(staging, {}, {t: 3, u: 1}, None, NOW)
+    assert (document["global_resolved_ts"], document["retired_topics"]) == (TS, [])

@@ -51,6 +51,15 @@ async def topic(kafka_admin: Any, unique: str) -> AsyncIterator[str]:
 
 
 @pytest.fixture
+async def topics_deleted(kafka_admin: Any, unique: str) -> AsyncIterator[None]:
+    """Deletes the topics a test made named ``<unique>_...`` (and ``<unique>``) afterwards."""
+    yield
+    names = [t for t in await kafka_admin.list_topics() if t.split("_")[0] == unique]
+    if names:
+        await kafka_admin.delete_topics(names)
+
+
+@pytest.fixture
 def on_clusters(
     clusters_env: dict[str, str], unique: str, call_failed: Any, mariadb_connect: Any
 ) -> Iterator[Settings]:

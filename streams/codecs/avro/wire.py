@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from config.errors import DecodeError
+from core.avro_names import sanitize_name as sanitize_name
 
 PROTOCOL = "avro"
 MAGIC = 0
@@ -27,7 +28,6 @@ HEADER = 5
 NAMESPACE = "default"
 KEY_SUFFIX = "-key"
 VALUE_SUFFIX = "-value"
-_NOT_A_NAME = re.compile(r"[^A-Za-z0-9_]")
 _NOT_A_TOPIC = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -99,13 +99,6 @@ _DDL_FIELDS: dict[str, type] = {
     "table": str,
     "commitTs": int,
 }
-
-
-def sanitize_name(name: str) -> str:
-    """An Avro name of a TiDB name, as TiCDC makes it (``sanitizeName``): every character but
-    ``[A-Za-z0-9_]`` becomes ``_``, and a leading digit gets a ``_`` before it."""
-    cleaned = _NOT_A_NAME.sub("_", name)
-    return "_" + cleaned if cleaned[:1].isdigit() else cleaned
 
 
 def record_namespace(schema: str) -> str:

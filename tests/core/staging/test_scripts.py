@@ -19,6 +19,7 @@ def test_the_scripts_are_package_files_without_their_comments() -> None:
         ("hold_ts.lua", scripts.HOLD_TS),
         ("trim.lua", scripts.TRIM),
         ("stage_members.lua", scripts.STAGE_MEMBERS),
+        ("retire.lua", scripts.RETIRE),
     ]:
         shipped = (files("core.staging") / name).read_text()
         assert "redis.call" in text
@@ -29,5 +30,5 @@ def test_every_script_is_in_the_package_data() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     globs = project["tool"]["setuptools"]["package-data"]["core"]
     lua = sorted(p.relative_to(ROOT / "core").as_posix() for p in ROOT.glob("core/**/*.lua"))
-    assert len(lua) == 6
+    assert len(lua) == 7
     assert all(any(fnmatch.fnmatch(name, glob) for glob in globs) for name in lua)

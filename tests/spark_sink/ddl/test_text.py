@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_sink.ddl.text import may_change_foreign_keys, statements
+from spark_sink.ddl.text import may_change_foreign_keys, requoted_drop, statements
 
 
 @pytest.mark.parametrize(
@@ -52,3 +52,15 @@ def test_a_statement_that_cannot(query: str) -> None:
 )
 def test_the_statements_a_ddl_holds(query: str, count: int) -> None:
     assert statements(query) == count
+
+
+def test_ticdcs_unescaped_drop_of_a_name_with_a_backtick_is_quoted_again() -> None:
+    # TiCDC rebuilds DROP TABLE as "DROP TABLE `%s`.`%s`" (cdc/model/sink.go).
+    rebuilt = "DROP TABLE `db`.`we`ird tab`"
+    assert requoted_drop(rebuilt, "db", "we`ird tab") == "DROP TABLE `db`.`we``ird tab`"
+    assert requoted_drop("DROP VIEW `d`b`.`v`", "d`b", "v") == "DROP VIEW `d``b`.`v`"
+    # Upstream text, names without a backtick, or another table's: as they are.
+    written = "DROP TABLE `db`.`we``ird tab`"
+    assert requoted_drop(written, "db", "we`ird tab") == written
+    assert requoted_drop("DROP TABLE `db`.`t`", "db", "t") == "DROP TABLE `db`.`t`"
+    assert requoted_drop(rebuilt, "db", "other`") == rebuilt

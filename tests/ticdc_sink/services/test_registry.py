@@ -37,3 +37,52 @@ def test_only_the_option_starts_it_and_it_starts_last() -> None:
     names = [s.name for s in all_services(secure=True, registry=True)]
     assert names[-2:] == ["registry", "registry-secure"]
     assert "registry-secure" not in {s.name for s in all_services(secure=True)}
+
+
+def _call(url: str, method: str = "GET", body: object = None) -> tuple[int, object]:
+    """``method`` of ``url`` with a JSON ``body``: the status and the JSON answer (None: none)."""
+    import urllib.error
+
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            text = answer.read()
+            return answer.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+@pytest.mark.integration
+def test_a_subject_takes_another_layout_only_through_apicurios_own_rule(
+    schema_registry_url: str, unique: str
+) -> None:
+    """What a TiCDC Avro changefeed needs when a table is created again with another layout
+    (README, "Apicurio Registry and TiCDC"): the global BACKWARD rule refuses the new schema; a
+    Confluent-style `PUT /config/<subject>` is taken but changes nothing; the artifact's own
+    COMPATIBILITY rule through Apicurio's API lets it in."""
+    base = schema_registry_url.removesuffix("/apis/ccompat/v7")
+    subject = f"{unique}-value"
+    versions = f"{schema_registry_url}/subjects/{subject}/versions"
+    artifact = f"{base}/apis/registry/v2/groups/default/artifacts/{subject}"
+
+    def schema(field: str, kind: str) -> dict[str, str]:
+        fields = [{"name": field, "type": kind}]
+        return {"schema": json.dumps({"type": "record", "name": "r", "fields": fields})}
+
+    assert _call(f"{base}/apis/registry/v2/admin/rules/COMPATIBILITY") == (
+        200,
+        {"type": "COMPATIBILITY", "config": "BACKWARD"},
+    )
+    try:
+        assert _call(versions, "POST", schema("a", "int"))[0] == 200
+        assert _call(versions, "POST", schema("b", "string"))[0] == 409
+        none = {"compatibility": "NONE"}
+        assert _call(f"{schema_registry_url}/config/{subject}", "PUT", none) == (200, none)
+        assert _call(versions, "POST", schema("b", "string"))[0] == 409  # not enforced
+        rule = {"type": "COMPATIBILITY", "config": "NONE"}
+        assert _call(f"{artifact}/rules", "POST", rule)[0] == 204
+        assert _call(versions, "POST", schema("b", "string"))[0] == 200
+    finally:
+        _call(artifact, "DELETE")
