@@ -1,0 +1,80 @@
+"""Fixtures of the check's tests: a database of the test's own on the upstream TiDB, and the
+pipeline's downstream (MariaDB) with its own meta database, both dropped afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pymysql
+import pytest
+
+from config.settings import Settings
+from spark_sink.db.checkpoint import CheckpointTable
+
+# TiDB refuses a snapshot read without a GC safe point to check it against; the local unistore
+# TiDB runs no GC worker, so the tests record one as a TiKV cluster's GC worker would.
+SAFE_POINT = (
+    "INSERT IGNORE INTO mysql.tidb (VARIABLE_NAME, VARIABLE_VALUE, COMMENT)"
+    " VALUES ('tikv_gc_safe_point', '20000101-00:00:00.000 +0000', 'ticdc-sink tests')"
+)
+
+
+@pytest.fixture
+def upstream_db(
+    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str
+) -> Iterator[str]:
+    with tidb_connect() as conn, conn.cursor() as cur:
+        cur.execute(SAFE_POINT)
+        cur.execute(f"CREATE DATABASE `{unique}`")
+    yield unique
+    with tidb_connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+
+
+@pytest.fixture
+def checked(
+    settings: Settings, mariadb_connect: Callable[..., pymysql.connections.Connection], unique: str
+) -> Iterator[Settings]:
+    """The settings of a pipeline of the test's own, replicating into MariaDB's ``unique``."""
+    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
+    with mariadb_connect() as conn, conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{unique}`")
+    yield configured
+    with mariadb_connect() as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        cur.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
+
+
+def commit(conn: pymysql.connections.Connection, statements: list[str]) -> int:
+    """Run ``statements`` as one transaction; its commit ts, as TiDB reports it."""
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        for statement in statements:
+            cur.execute(statement)
+        cur.execute("COMMIT")
+        cur.execute("SELECT JSON_EXTRACT(@@tidb_last_txn_info, '$.commit_ts')")
+        (ts,) = cur.fetchone()
+    return int(ts)
+
+
+def record_checkpoint(conn: pymysql.connections.Connection, settings: Settings, ts: int) -> None:
+    """What the sink records with the batch that reached ``ts``."""
+    with conn.cursor() as cur:
+        table = CheckpointTable(settings.downstream.meta_db, settings.group)
+        table.create(cur)
+        table.advance(cur, ts, 1, {})
+    conn.commit()
+
+
+def copy_rows(upstream: Any, downstream: Any, schema: str, table: str, ts: int) -> None:
+    """The rows of ``schema.table`` as of ``ts`` upstream, written downstream as they read."""
+    with upstream.cursor() as up, downstream.cursor() as down:
+        up.execute("SET @@tidb_snapshot = %s", (str(ts),))
+        up.execute(f"SELECT * FROM `{schema}`.`{table}`")
+        rows = up.fetchall()
+        up.execute("SET @@tidb_snapshot = ''")
+        if rows:
+            marks = ", ".join(["%s"] * len(rows[0]))
+            down.executemany(f"INSERT INTO `{schema}`.`{table}` VALUES ({marks})", rows)
+    downstream.commit()

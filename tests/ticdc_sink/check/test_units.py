@@ -1,0 +1,47 @@
+"""The check's pure parts: the GC safe point's line, key ranges' conditions, fix literals."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+from ticdc_sink.check.chunks import KeyRange
+from ticdc_sink.check.fix import literal
+from ticdc_sink.check.snapshot import gc_problem
+
+# 2024-04-11T01:31:12.265Z
+TS = 1_712_799_072_265 << 18
+
+
+def test_a_ts_before_the_safe_point_names_tidb_gc_life_time() -> None:
+    line = gc_problem(TS, "20240411-01:31:13.000 +0000")
+    assert line is not None
+    assert line.startswith(f"the checkpoint ts {TS} (2024-04-11T01:31:12.265Z, ")
+    assert "older than the upstream's GC safe point (2024-04-11T01:31:13.000Z)" in line
+    assert "SET GLOBAL tidb_gc_life_time" in line
+
+
+def test_a_ts_at_or_after_the_safe_point_or_none_recorded_is_readable() -> None:
+    assert gc_problem(TS, "20240411-01:31:12.265 +0000") is None
+    assert gc_problem(TS, "20240411-03:31:12.000 +0200") is None  # the same moment, later zone
+    assert gc_problem(TS, None) is None
+    assert gc_problem(TS, "not a time") is None
+
+
+def test_key_ranges_bound_single_and_composite_keys() -> None:
+    assert KeyRange(None, None).where(["id"]) == ("", [])
+    assert KeyRange(None, (5,)).where(["id"]) == (" WHERE `id` <= %s", [5])
+    assert KeyRange((1, "a"), (2, "b")).where(["a", "100%"]) == (
+        " WHERE (`a`, `100%%`) > (%s, %s) AND (`a`, `100%%`) <= (%s, %s)",
+        [1, "a", 2, "b"],
+    )
+    assert KeyRange((7,), (9,)).where([]) == ("", [])
+
+
+def test_fix_literals_read_back_as_the_values() -> None:
+    assert literal(None) == "NULL"
+    assert literal("it's") == "'it\\'s'"
+    assert literal(b"\x00\xff") == "_binary X'00ff'"
+    assert literal(Decimal("1.50")) == "1.50"
+    assert literal(dt.datetime(2024, 4, 11, 1, 2, 3, 4000)) == "'2024-04-11 01:02:03.004000'"
+    assert literal({"b", "a"}) == "'a,b'"
