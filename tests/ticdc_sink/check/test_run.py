@@ -176,7 +176,8 @@ def test_a_changed_a_deleted_and_an_added_row_are_named_by_key_and_the_fix_repai
     assert out.splitlines()[-1].endswith(f"statements to review in {fix} (not run)")
     assert "DIFFER: 4 differences in 4 of 4 tables" in out
     statements = [line for line in fix.read_text().splitlines() if not line.startswith("--")]
-    assert len(statements) == 3
+    assert statements[0] == "SET time_zone = '+00:00';"
+    assert len(statements) == 4
     with mariadb_connect() as conn, conn.cursor() as cur:
         for statement in statements:
             cur.execute(statement)

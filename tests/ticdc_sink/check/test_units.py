@@ -45,3 +45,5 @@ def test_fix_literals_read_back_as_the_values() -> None:
     assert literal(Decimal("1.50")) == "1.50"
     assert literal(dt.datetime(2024, 4, 11, 1, 2, 3, 4000)) == "'2024-04-11 01:02:03.004000'"
     assert literal({"b", "a"}) == "'a,b'"
+    assert literal(-dt.timedelta(hours=1, minutes=2, seconds=3.25)) == "'-01:02:03.250000'"
+    assert literal(dt.timedelta(hours=838)) == "'838:00:00'"
