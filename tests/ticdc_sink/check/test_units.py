@@ -47,3 +47,25 @@ def test_fix_literals_read_back_as_the_values() -> None:
     assert literal({"b", "a"}) == "'a,b'"
     assert literal(-dt.timedelta(hours=1, minutes=2, seconds=3.25)) == "'-01:02:03.250000'"
     assert literal(dt.timedelta(hours=838)) == "'838:00:00'"
+
+
+def test_the_report_names_each_difference_by_key_and_ends_in_one_summary_line() -> None:
+    from ticdc_sink.check.compare import EXTRA, MISSING, Difference, TableResult
+    from ticdc_sink.check.report import CheckReport, text_lines
+
+    table = TableResult("shop.orders", TS, rows=10, downstream_rows=10, chunks=3, drilled=1)
+    table.add(Difference(MISSING, {"id": "4"}, {"id": "4", "v": "x"}, None), 1)
+    table.add(Difference(EXTRA, {"id": "9"}, None, {"id": "9", "v": None}), 1)
+    same = TableResult("shop.items", TS, rows=5, downstream_rows=5, chunks=1)
+    gone = TableResult("shop.gone", TS, problem="no table shop.gone downstream")
+    lines = text_lines(CheckReport([table, same, gone], 2.0, 0.0))
+    assert lines[:4] == [
+        "shop.orders: 2 rows differ (upstream 10 rows, downstream 10)",
+        "  key id='4': missing downstream: (id='4', v='x')",
+        "  ... and 1 more",
+        "shop.gone: no table shop.gone downstream",
+    ]
+    assert lines[4].startswith(
+        f"check: 3 tables, 15 rows in 4 chunks (1 read row by row) at checkpoint ts {TS} "
+    )
+    assert lines[4].endswith("in 2.0 s (8 rows/s): DIFFER: 3 differences in 2 of 3 tables")
