@@ -11,6 +11,8 @@ import pytest
 
 from config.settings import Settings
 from spark_sink.db.checkpoint import CheckpointTable
+from spark_sink.db.connection import connect
+from spark_sink.db.dialect import Server, server_dialect
 
 # TiDB refuses a snapshot read without a GC safe point to check it against; the local unistore
 # TiDB runs no GC worker, so the tests record one as a TiKV cluster's GC worker would.
@@ -33,16 +35,18 @@ def upstream_db(
 
 
 @pytest.fixture
-def checked(
-    settings: Settings, mariadb_connect: Callable[..., pymysql.connections.Connection], unique: str
-) -> Iterator[Settings]:
-    """The settings of a pipeline of the test's own, replicating into MariaDB's ``unique``."""
-    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
-    with mariadb_connect() as conn, conn.cursor() as cur:
-        cur.execute(f"CREATE DATABASE `{unique}`")
-    yield configured
-    with mariadb_connect() as conn, conn.cursor() as cur:
-        cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+def checked(downstream_settings: Settings, unique: str) -> Iterator[tuple[Settings, str]]:
+    """The settings of a pipeline of the test's own and the database it replicates into: on
+    MariaDB ``unique``, on the TiDB that is also the upstream ``unique_down``
+    (``downstream_settings`` parametrized ``indirect`` with ``"tidb"``)."""
+    configured = downstream_settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cur:
+        on_tidb = server_dialect(cur).server is Server.TIDB
+        database = f"{unique}_down" if on_tidb else unique
+        cur.execute(f"CREATE DATABASE `{database}`")
+    yield configured, database
+    with connect(configured, autocommit=True) as conn, conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{database}`")
         cur.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 
 
@@ -67,14 +71,15 @@ def record_checkpoint(conn: pymysql.connections.Connection, settings: Settings, 
     conn.commit()
 
 
-def copy_rows(upstream: Any, downstream: Any, schema: str, table: str, ts: int) -> None:
-    """The rows of ``schema.table`` as of ``ts`` upstream, written downstream as they read."""
+def copy_rows(upstream: Any, downstream: Any, source: str, target: str, ts: int) -> None:
+    """The rows of ``source`` (``db.table``) as of ``ts`` upstream, written downstream into
+    ``target`` as they read."""
     with upstream.cursor() as up, downstream.cursor() as down:
         up.execute("SET @@tidb_snapshot = %s", (str(ts),))
-        up.execute(f"SELECT * FROM `{schema}`.`{table}`")
+        up.execute(f"SELECT * FROM {source}")
         rows = up.fetchall()
         up.execute("SET @@tidb_snapshot = ''")
         if rows:
             marks = ", ".join(["%s"] * len(rows[0]))
-            down.executemany(f"INSERT INTO `{schema}`.`{table}` VALUES ({marks})", rows)
+            down.executemany(f"INSERT INTO {target} VALUES ({marks})", rows)
     downstream.commit()

@@ -15,6 +15,7 @@ import pymysql
 import pytest
 
 from config.settings import Settings
+from spark_sink.db.connection import connect
 from tests.ticdc_sink.check.conftest import commit, copy_rows, record_checkpoint
 from ticdc_sink.check.record import read_last_check
 from ticdc_sink.check.run import CheckRequest, run_check
@@ -60,36 +61,35 @@ def _workload(db: str, first: int, last: int) -> list[str]:
 @pytest.fixture
 def replica(
     upstream_db: str,
-    checked: Settings,
+    checked: tuple[Settings, str],
     tidb_connect: Callable[..., pymysql.connections.Connection],
-    mariadb_connect: Callable[..., pymysql.connections.Connection],
-) -> tuple[Settings, int]:
+) -> tuple[Settings, int, str]:
     """Upstream: a transaction of rows at ts, then one more the downstream has not reached.
     Downstream: the rows as of ts (``routed`` as ``routed_copy``, ``skipped`` not at all) and
-    its checkpoint at ts. The settings route and skip those tables."""
+    its checkpoint at ts. The settings route and skip those tables; the downstream database."""
     db = upstream_db
-    settings = checked.updated(
-        {"routes": f"{db}.routed={db}.routed_copy", "skip_tables": f"{db}.skipped"}
+    configured, down_db = checked
+    settings = configured.updated(
+        {
+            "routes": f"{db}.routed={down_db}.routed_copy,{db}.*={down_db}.*",
+            "skip_tables": f"{db}.skipped",
+        }
     )
-    with tidb_connect() as up, mariadb_connect(autocommit=False) as down:
+    with tidb_connect() as up, connect(settings) as down:
         with up.cursor() as cur, down.cursor() as dcur:
             for name, ddl in TABLES.items():
                 cur.execute(ddl.format(db=db))
                 if name != "skipped":
                     target = "routed_copy" if name == "routed" else name
-                    dcur.execute(ddl.format(db=db).replace(f".{name} ", f".{target} ", 1))
+                    copy = ddl.format(db=down_db).replace(f".{name} ", f".{target} ", 1)
+                    dcur.execute(copy)
         ts = commit(up, _workload(db, 1, 12))
         commit(up, [f"UPDATE {db}.typed SET name = 'later' WHERE id = 1", *_workload(db, 20, 22)])
         for table in ("typed", "pairs", "bag"):
-            copy_rows(up, down, db, table, ts)
-        with up.cursor() as cur, down.cursor() as dcur:
-            cur.execute("SET @@tidb_snapshot = %s", (str(ts),))
-            cur.execute(f"SELECT * FROM {db}.routed")
-            dcur.executemany(f"INSERT INTO {db}.routed_copy VALUES (%s, %s)", cur.fetchall())
-            cur.execute("SET @@tidb_snapshot = ''")
-        down.commit()
+            copy_rows(up, down, f"{db}.{table}", f"{down_db}.{table}", ts)
+        copy_rows(up, down, f"{db}.routed", f"{down_db}.routed_copy", ts)
         record_checkpoint(down, settings, ts)
-    return settings, ts
+    return settings, ts, down_db
 
 
 def _request(db: str, **changes: Any) -> CheckRequest:
@@ -106,29 +106,28 @@ def _request(db: str, **changes: Any) -> CheckRequest:
     return CheckRequest(**fields)
 
 
+@pytest.mark.parametrize("downstream_settings", ["mariadb", "tidb"], indirect=True)
 def test_a_replica_at_its_checkpoint_matches_read_at_that_exact_ts(
-    replica: tuple[Settings, int],
+    replica: tuple[Settings, int, str],
     upstream_db: str,
     capsys: pytest.CaptureFixture[str],
     tmp_path: Path,
 ) -> None:
-    settings, ts = replica
+    settings, ts, down_db = replica
     metrics = tmp_path / "check.prom"
     assert run_check(settings, _request(upstream_db, threads=2, metrics_file=metrics)) == 0
     document = orjson.loads(capsys.readouterr().out)
     assert document["match"] is True
     assert document["ts"] == ts
-    tables = {t["table"]: t for t in document["tables"]}
-    assert sorted(tables) == [
-        f"{upstream_db}.bag",
-        f"{upstream_db}.pairs",
-        f"{upstream_db}.routed (downstream {upstream_db}.routed_copy)",
-        f"{upstream_db}.typed",
-    ]
-    assert tables[f"{upstream_db}.typed"]["rows"] == 11
-    assert tables[f"{upstream_db}.typed"]["chunks"] == 3
-    assert tables[f"{upstream_db}.pairs"]["rows"] == 22
-    assert tables[f"{upstream_db}.bag"]["chunks"] == 1
+    tables = {t["table"].split(" ")[0]: t for t in document["tables"]}
+    db = upstream_db
+    assert sorted(tables) == [f"{db}.bag", f"{db}.pairs", f"{db}.routed", f"{db}.typed"]
+    assert tables[f"{db}.routed"]["table"] == f"{db}.routed (downstream {down_db}.routed_copy)"
+    assert tables[f"{db}.typed"]["rows"] == 11
+    assert tables[f"{db}.typed"]["chunks"] == 3
+    assert tables[f"{db}.pairs"]["rows"] == 22
+    assert tables[f"{db}.pairs"]["chunks_read_by_row"] == 0
+    assert tables[f"{db}.bag"]["chunks"] == 1
     last = read_last_check(settings)
     assert last is not None and last.matched and last.ts == ts and last.tables == 4
     assert f'ticdc_sink_check_match{{pipeline="{settings.group}"}} 1.0' in metrics.read_text()
@@ -151,12 +150,12 @@ def _check(settings: Settings, db: str, *args: str) -> subprocess.CompletedProce
 
 
 def test_a_changed_a_deleted_and_an_added_row_are_named_by_key_and_the_fix_repairs_them(
-    replica: tuple[Settings, int],
+    replica: tuple[Settings, int, str],
     upstream_db: str,
     mariadb_connect: Callable[..., pymysql.connections.Connection],
     tmp_path: Path,
 ) -> None:
-    settings, _ = replica
+    settings, _, _ = replica
     db = upstream_db
     with mariadb_connect() as conn, conn.cursor() as cur:
         cur.execute(f"UPDATE {db}.typed SET amount = 9.5, doc = '[1]' WHERE id = 3")
@@ -188,13 +187,14 @@ def test_a_changed_a_deleted_and_an_added_row_are_named_by_key_and_the_fix_repai
 
 
 def test_a_checkpoint_past_the_gc_safe_point_says_what_to_set(
-    checked: Settings,
+    checked: tuple[Settings, str],
     upstream_db: str,
     mariadb_connect: Callable[..., pymysql.connections.Connection],
 ) -> None:
+    settings, _ = checked
     with mariadb_connect(autocommit=False) as conn:
-        record_checkpoint(conn, checked, 1 << 18)  # 1970: before the safe point the tests record
-    result = _check(checked, upstream_db, "--tables", f"{upstream_db}.*")
+        record_checkpoint(conn, settings, 1 << 18)  # 1970: before the safe point the tests record
+    result = _check(settings, upstream_db, "--tables", f"{upstream_db}.*")
     assert result.returncode == 1
     assert result.stdout == ""
     (line,) = result.stderr.splitlines()
