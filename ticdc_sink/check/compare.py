@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from spark_sink.db.dialect import bindable
 from ticdc_sink.check.canonical import (
     Column,
     checksum_query,
@@ -155,7 +156,8 @@ def _read(
     where, values = key_range.where(keys)
     order = f" ORDER BY {order_by(keys)}" if keys else ""
     cursor.execute(
-        f"SELECT {select_list(columns)}, {names(columns)} FROM {table}{where}{order}", values
+        f"SELECT {select_list(columns)}, {names(columns)} FROM {bindable(table)}{where}{order}",
+        values,
     )
     width = len(columns)
     positions = [i for i, c in enumerate(columns) if c.name in keys]

@@ -22,6 +22,7 @@ from config.settings import Downstream, Settings
 from core.tso import TSO_PHYSICAL_SHIFT, describe_tso, utc_millis_time
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
+from spark_sink.db.dialect import Server, server_dialect
 from spark_sink.db.split_position import SplitPositionTable
 
 T = TypeVar("T")
@@ -87,6 +88,14 @@ def gc_line(ts: int, safe_point: str) -> str:
     )
 
 
+def start_snapshot(server: Server) -> str:
+    """The statement that opens a consistent-snapshot read transaction on ``server`` (TiDB's
+    parser takes no option list: its transactions read one snapshot, its start ts, anyway)."""
+    if server is Server.TIDB:
+        return "START TRANSACTION WITH CONSISTENT SNAPSHOT"
+    return "START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY"
+
+
 def open_downstream(settings: Settings) -> tuple[Any, int]:
     """A downstream connection inside a consistent-snapshot read transaction, and the
     pipeline's checkpoint ts in it."""
@@ -94,7 +103,7 @@ def open_downstream(settings: Settings) -> tuple[Any, int]:
     try:
         with conn.cursor() as cursor:
             cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            cursor.execute(start_snapshot(server_dialect(cursor).server))
             where = f"{settings.downstream.meta_db}.checkpoint of pipeline {settings.group!r}"
             meta, pipeline = settings.downstream.meta_db, settings.group
             found = _unless_missing(CheckpointTable(meta, pipeline).read, cursor)

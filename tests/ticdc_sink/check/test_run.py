@@ -192,7 +192,7 @@ def test_a_checkpoint_past_the_gc_safe_point_says_what_to_set(
     mariadb_connect: Callable[..., pymysql.connections.Connection],
 ) -> None:
     settings, _ = checked
-    with mariadb_connect(autocommit=False) as conn:
+    with connect(settings) as conn:
         record_checkpoint(conn, settings, 1 << 18)  # 1970: before the safe point the tests record
     result = _check(settings, upstream_db, "--tables", f"{upstream_db}.*")
     assert result.returncode == 1
