@@ -17,13 +17,14 @@ from typing import Any, TypeVar
 
 import pymysql
 
-from config.errors import ConfigError, ServiceError
+from config.errors import ConfigError, ServiceError, UnreachableError
 from config.settings import Downstream, Settings
 from core.tso import TSO_PHYSICAL_SHIFT, describe_tso, utc_millis_time
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import Server, server_dialect
 from spark_sink.db.split_position import SplitPositionTable
+from ticdc_sink.failures import MYSQL_UNREACHABLE
 
 T = TypeVar("T")
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
@@ -134,13 +135,23 @@ def _unless_missing(read: Callable[[Any], T | None], cursor: Any) -> T | None:
 
 def open_upstream(settings: Settings, ts: int) -> Any:
     """An upstream TiDB connection reading at ``ts``."""
-    conn = connect(settings, autocommit=True)
+    url = settings.downstream.url
+    try:
+        conn = connect(settings, autocommit=True)
+    except pymysql.MySQLError as error:
+        why = error.args[1] if len(error.args) > 1 else error
+        if error.args and error.args[0] in MYSQL_UNREACHABLE:
+            raise UnreachableError(
+                f"--upstream: cannot reach the upstream TiDB at {url.host}:{url.port} ({why})"
+            ) from None
+        raise ConfigError(
+            f"--upstream {url}: the upstream TiDB refused the login ({why})"
+        ) from None
     try:
         with conn.cursor() as cursor:
             cursor.execute("SELECT VERSION()")
             version = str(cursor.fetchone()[0])
             if "tidb" not in version.lower():
-                url = settings.downstream.url
                 raise ConfigError(
                     f"--upstream {url}: not a TiDB (VERSION() is {version!r}); the upstream of "
                     "a TiCDC changefeed is TiDB"

@@ -221,3 +221,34 @@ def test_bad_usage_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     assert result.returncode == 2
     (line,) = result.stderr.splitlines()
     assert says in line
+
+
+def test_no_checkpoint_or_an_upstream_away_is_one_line_and_exit_1(
+    checked: tuple[Settings, str], upstream_db: str
+) -> None:
+    settings, _ = checked
+    result = _check(settings, upstream_db)
+    assert result.returncode == 1
+    (line,) = result.stderr.splitlines()
+    assert line == (
+        f"ticdc-sink check: no checkpoint downstream ({settings.downstream.meta_db}.checkpoint "
+        f"of pipeline {settings.group!r}): nothing applied yet"
+    )
+    with connect(settings) as conn:
+        record_checkpoint(conn, settings, 1 << 60)
+    away = subprocess.run(
+        [sys.executable, "-m", "ticdc_sink", "check", "--upstream", "mysql://root@127.0.0.1:1/"],
+        env={
+            **os.environ,
+            "TICDC_SINK_GROUP": settings.group,
+            "TICDC_SINK_META_DB": settings.downstream.meta_db,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert away.returncode == 1
+    (line,) = away.stderr.splitlines()
+    assert line.startswith(
+        "ticdc-sink check: --upstream: cannot reach the upstream TiDB at 127.0.0.1:1 ("
+    )
