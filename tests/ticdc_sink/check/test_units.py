@@ -69,3 +69,19 @@ def test_the_report_names_each_difference_by_key_and_ends_in_one_summary_line() 
         f"check: 3 tables, 15 rows in 4 chunks (1 read row by row) at checkpoint ts {TS} "
     )
     assert lines[4].endswith("in 2.0 s (8 rows/s): DIFFER: 3 differences in 2 of 3 tables")
+
+
+def test_the_rate_limit_spaces_reads_to_its_rows_per_second() -> None:
+    import time
+
+    from ticdc_sink.check.compare import RateLimit
+
+    limit = RateLimit(1_000)
+    started = time.monotonic()
+    for _ in range(3):
+        limit.take(50)
+    assert time.monotonic() - started >= 0.14
+    unbounded = RateLimit(None)
+    started = time.monotonic()
+    unbounded.take(1_000_000)
+    assert time.monotonic() - started < 0.05
