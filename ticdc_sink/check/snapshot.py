@@ -33,6 +33,14 @@ NOT_YET_CREATED = frozenset({1049, 1146})
 GC_TOO_EARLY = frozenset({9006, 8055})
 # How mysql.tidb writes the safe point (TiDB's gcutil / TiKV's GC worker: tikv format).
 SAFE_POINT_FORMAT = "%Y%m%d-%H:%M:%S.%f %z"
+# The downstream's settings that fold into its address: none of them is the upstream's.
+DOWNSTREAM_ONLY = {
+    "downstream_password": "",
+    "downstream_ssl_mode": None,
+    "downstream_ssl_ca": "",
+    "downstream_ssl_cert": "",
+    "downstream_ssl_key": "",
+}
 # Opening several snapshots that hold one checkpoint ts: tries before each keeps its own.
 SAME_TS_ATTEMPTS = 5
 
@@ -56,13 +64,15 @@ class Session:
 
 
 def upstream_settings(settings: Settings, address: str) -> Settings:
-    """The settings with ``address`` as the server connected to (``--upstream``)."""
+    """The settings with ``address`` as the server connected to (``--upstream``), its own
+    password and TLS parameters only: the downstream's password and ssl-* settings are the
+    downstream's."""
     try:
         parsed = Downstream.parse(address)
         parsed.check_tls()
     except ValueError as error:
         raise ConfigError(f"--upstream {address!r}: {error}") from None
-    return settings.updated({"downstream": parsed})
+    return settings.updated({"downstream": parsed, **DOWNSTREAM_ONLY})
 
 
 def gc_problem(ts: int, safe_point: str | None) -> str | None:

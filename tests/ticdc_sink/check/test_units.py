@@ -85,3 +85,25 @@ def test_the_rate_limit_spaces_reads_to_its_rows_per_second() -> None:
     started = time.monotonic()
     unbounded.take(1_000_000)
     assert time.monotonic() - started < 0.05
+
+
+def test_the_upstream_takes_none_of_the_downstreams_password_or_tls_settings() -> None:
+    from config.settings import load_settings
+    from ticdc_sink.check.snapshot import upstream_settings
+
+    settings = load_settings(
+        environ={
+            "TICDC_SINK_DOWNSTREAM": "mysql://sink@db:3306/",
+            "TICDC_SINK_DOWNSTREAM_PASSWORD": "downstream-secret",
+            "TICDC_SINK_DOWNSTREAM_SSL_MODE": "required",
+        }
+    )
+    assert settings.downstream.url.password.get_secret_value() == "downstream-secret"
+    url = upstream_settings(settings, "mysql://checker:up@tidb:4000/").downstream.url
+    assert (url.user, url.password.get_secret_value(), url.host, url.port) == (
+        "checker",
+        "up",
+        "tidb",
+        4000,
+    )
+    assert url.ssl_mode is None
