@@ -29,7 +29,8 @@ from ticdc_sink.failures import MYSQL_UNREACHABLE
 T = TypeVar("T")
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
 NOT_YET_CREATED = frozenset({1049, 1146})
-# TiDB's ErrSnapshotTooOld... family: a snapshot read past the GC safe point (pkg/errno).
+# A snapshot read past the GC safe point, as TiDB refuses it (pingcap/tidb pkg/errno/errcode.go:
+# ErrSnapshotTooOld 8055 "snapshot is older than GC safe point", ErrGCTooEarly 9006).
 GC_TOO_EARLY = frozenset({9006, 8055})
 # How mysql.tidb writes the safe point (TiDB's gcutil / TiKV's GC worker: tikv format).
 SAFE_POINT_FORMAT = "%Y%m%d-%H:%M:%S.%f %z"
