@@ -17,6 +17,7 @@ from config.logs import configure_logging
 from config.settings import Protocol
 from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__, commands
+from ticdc_sink.check.arguments import add_check_parser
 from ticdc_sink.dispatchers import Dispatcher
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_SIGNALLED
 from ticdc_sink.scenario import START_TS
@@ -250,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--workload", help="first run this SQL workload (JSON lines, {DB}) into --truth-db"
     )
     verify.set_defaults(handler=commands.verify)
+
+    add_check_parser(subcommands, _positive, commands.check)
 
     status = subcommands.add_parser(
         "status", help="per-partition progress and the global resolved ts"

@@ -236,6 +236,23 @@ def verify(args: argparse.Namespace) -> int:
     return 0 if ok else EXIT_FAILURE
 
 
+def check(args: argparse.Namespace) -> int:
+    from config.settings import parse_table_patterns
+    from ticdc_sink.check.run import CheckRequest, run_check
+
+    request = CheckRequest(
+        upstream=args.upstream,
+        patterns=parse_table_patterns(args.tables or ""),
+        chunk_rows=args.chunk_rows,
+        threads=args.threads,
+        rate_limit=args.rate_limit,
+        as_json=args.json,
+        fix_sql=Path(args.fix_sql) if args.fix_sql else None,
+        metrics_file=Path(args.metrics_file) if args.metrics_file else None,
+    )
+    return run_check(checked_settings(args, downstream=True), request)
+
+
 def verify_against_truth(args: argparse.Namespace) -> int:
 
     from ticdc_sink.truth import compare_databases, run_workload

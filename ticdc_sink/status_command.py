@@ -17,6 +17,7 @@ from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
 from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from streams.status import kafka_view, pattern_topics, render, snapshot
+from ticdc_sink.check.record import read_last_check
 
 # MySQL errors that mean "no checkpoint recorded yet": no meta database, no checkpoint table.
 NOT_YET_CREATED = frozenset({1049, 1146})
@@ -68,6 +69,9 @@ def run_status(settings: Settings, as_json: bool) -> int:
         matched=asyncio.run(pattern_topics(settings)),
     )
     split = read_split(settings)
+    last_check = read_last_check(settings)
+    if last_check is not None:
+        document["last_check"] = last_check.fields()
     if split is not None:
         document["split"] = {
             "commit_ts": split.commit_ts,
@@ -79,6 +83,8 @@ def run_status(settings: Settings, as_json: bool) -> int:
         print(
             f"a transaction is committed in chunks (TICDC_SINK_SPLIT_LARGE_TXN): {split.describe()}"
         )
+    if last_check is not None and not as_json:
+        print(last_check.line())
     if not document["partitions"] and not as_json:
         print("no partitions known yet: a worker records them from Kafka's metadata at start")
     return 0

@@ -77,7 +77,7 @@ class TableRows:
     rows: Counter[Row] = field(default_factory=Counter)
 
 
-def _json_columns(cursor: Any, schema: str, table: str) -> set[str]:
+def json_columns_of(cursor: Any, schema: str, table: str) -> set[str]:
     """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the columns that have one. TiDB's
     and MySQL's JSON columns say ``json`` as their data type (and their ``CHECK_CONSTRAINTS``
     has no table name)."""
@@ -96,7 +96,7 @@ def _json_columns(cursor: Any, schema: str, table: str) -> set[str]:
     return found
 
 
-def _expression(name: str, data_type: str) -> str:
+def compared_expression(name: str, data_type: str) -> str:
     column = quote(name)
     if data_type in _BINARY:
         return f"HEX({column})"
@@ -109,7 +109,7 @@ def _expression(name: str, data_type: str) -> str:
     return column
 
 
-def _text(value: Any, is_json: bool) -> str | None:
+def compared_text(value: Any, is_json: bool) -> str | None:
     if value is None:
         return None
     if is_json:
@@ -141,12 +141,13 @@ def read_tables(
             (schema, table),
         )
         columns = [(n, t.lower()) for n, t in cursor.fetchall() if n not in skipped]
-        json_columns = _json_columns(cursor, schema, table)
-        select = ", ".join(_expression(n, t) for n, t in columns)
+        json_columns = json_columns_of(cursor, schema, table)
+        select = ", ".join(compared_expression(n, t) for n, t in columns)
         cursor.execute(f"SELECT {select} FROM {quote(schema)}.{quote(table)}")
         flags = [n in json_columns or t == "json" for n, t in columns]
         rows: Counter[Row] = Counter(
-            tuple(_text(v, j) for v, j in zip(row, flags, strict=True)) for row in cursor.fetchall()
+            tuple(compared_text(v, j) for v, j in zip(row, flags, strict=True))
+            for row in cursor.fetchall()
         )
         out[table] = TableRows(tuple(n for n, _ in columns), rows)
     return out

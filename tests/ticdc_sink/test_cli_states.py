@@ -68,6 +68,7 @@ def _line(capsys: pytest.CaptureFixture[str]) -> str:
         (["verify", "--expected", "absent.json"], "downstream"),
         (["verify", "--db", "a", "--truth-db", "b"], "downstream"),
         (["skip-ddl", "--ts", "5"], "downstream"),
+        (["check", "--upstream", "mysql://root@127.0.0.1:4000/"], "downstream"),
     ],
 )
 def test_a_service_down_is_one_line_naming_the_setting_and_address(

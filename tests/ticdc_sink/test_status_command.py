@@ -130,3 +130,35 @@ async def test_with_a_pattern_status_shows_the_matched_topics_and_those_not_reco
     ]
     assert document["blocking_topics"] == [new]
     assert f"{new} (1 partition, not recorded yet: holds the sink)" in text.stdout
+
+
+def test_the_last_check_shows_when_at_which_ts_and_its_verdict(
+    settings: Settings, unique: str, redis_client: Any, mariadb_connect: Any
+) -> None:
+    import datetime as dt
+
+    from ticdc_sink.check.record import LastCheck, record
+
+    configured = settings.updated({"group": unique, "meta_db": f"{unique}_meta"})
+    at = dt.datetime(2026, 11, 28, 9, 30, tzinfo=dt.UTC)
+    try:
+        assert "last_check" not in orjson.loads(_status(unique, "--json").stdout)
+        record(configured, LastCheck(at, TS, False, 12, 1000, 3, 41.0))
+        document = orjson.loads(_status(unique, "--json").stdout)
+        assert document["last_check"] == {
+            "checked_at": "2026-11-28T09:30:00Z",
+            "ts": TS,
+            "match": False,
+            "tables": 12,
+            "rows": 1000,
+            "differences": 3,
+            "seconds": 41.0,
+        }
+        text = _status(unique).stdout
+        assert (
+            f"last check: 2026-11-28T09:30:00Z, at checkpoint ts {TS} (2024-04-11T01:31:12.265Z, "
+        ) in text
+        assert "DIFFER (3 differences); 12 tables, 1000 rows in 41.0 s" in text
+    finally:
+        with mariadb_connect() as conn, conn.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
