@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from config.logs import configure_logging
 from config.settings import Protocol
 from config.signals import STOP_SIGNALS
 from ticdc_sink import __version__, commands
+from ticdc_sink.arguments import positive, share, stream_id, tso
 from ticdc_sink.check.arguments import add_check_parser
 from ticdc_sink.dispatchers import Dispatcher
 from ticdc_sink.exit_codes import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_SIGNALLED
@@ -37,49 +37,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: {message} (see {self.prog} --help)\n")
-
-
-# A Redis stream id as `deadletters list` shows it: milliseconds, optionally "-" and a sequence.
-_STREAM_ID = re.compile(r"\d+(-\d+)?")
-# A TSO (a commit ts) is an unsigned 64-bit number.
-_TSO_LIMIT = 1 << 64
-
-
-def _number(text: str, kind: type[int] | type[float], what: str) -> int | float:
-    """``text`` as a ``kind``, or the argument error saying it is not ``what``."""
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-
-
-def _positive(text: str) -> int:
-    number = int(_number(text, int, "a positive number"))
-    if number <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return number
-
-
-def _share(text: str) -> float:
-    share = _number(text, float, "a share between 0 and 1")
-    if not 0.0 <= share <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text} is not a share between 0 and 1")
-    return share
-
-
-def _tso(text: str) -> int:
-    number = int(_number(text, int, "a commit ts"))
-    if not 0 < number < _TSO_LIMIT:
-        raise argparse.ArgumentTypeError(f"{text} is not a commit ts (a TSO: 1 to 2^64-1)")
-    return number
-
-
-def _stream_id(text: str) -> str:
-    if not _STREAM_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a dead letter's id (digits, a dash, digits: see list)"
-        )
-    return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -164,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     skip_ddl = subcommands.add_parser(
         "skip-ddl", help="make the sink skip a DDL the downstream refuses (by its commit ts)"
     )
-    skip_ddl.add_argument("--ts", type=_tso, required=True, help="the DDL's commit ts")
+    skip_ddl.add_argument("--ts", type=tso, required=True, help="the DDL's commit ts")
     skip_ddl.add_argument(
         "--replace", action="store_true", help="replace a skip asked for before, not done yet"
     )
@@ -186,15 +143,15 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("--protocol", choices=[p.value for p in Protocol])
     produce.add_argument(
         "--partitions",
-        type=_positive,
+        type=positive,
         default=4,
         help="the topic's partitions (an existing topic must have as many)",
     )
-    produce.add_argument("--transactions", type=_positive, default=300)
+    produce.add_argument("--transactions", type=positive, default=300)
     produce.add_argument("--seed", type=int, default=1)
     produce.add_argument(
         "--duplicates",
-        type=_share,
+        type=share,
         default=0.0,
         help="chance, 0 to 1, that an earlier message is sent again after each flush",
     )
@@ -215,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     produce.add_argument(
         "--start-ts",
-        type=_positive,
+        type=positive,
         default=START_TS,
         help="commit ts the workload starts after (a second workload: past the first's final "
         "resolved ts)",
@@ -252,7 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.set_defaults(handler=commands.verify)
 
-    add_check_parser(subcommands, _positive, commands.check)
+    add_check_parser(subcommands, positive, commands.check)
 
     status = subcommands.add_parser(
         "status", help="per-partition progress and the global resolved ts"
@@ -295,20 +252,20 @@ def _add_deadletters(subcommands: Any) -> None:
     deadletters.set_defaults(handler=commands.deadletters)
     actions = deadletters.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="the oldest dead letters, one a line")
-    listing.add_argument("--limit", type=_positive, default=DEFAULT_LIST_LIMIT, help="how many")
+    listing.add_argument("--limit", type=positive, default=DEFAULT_LIST_LIMIT, help="how many")
     show = actions.add_parser("show", help="one dead letter in full")
-    show.add_argument("id", type=_stream_id, help="its stream id (see list)")
+    show.add_argument("id", type=stream_id, help="its stream id (see list)")
     export = actions.add_parser("export", help="every dead letter as JSON lines (base64 bytes)")
     export.add_argument("--output", default="-", metavar="FILE", help="file (default: stdout)")
     replay = actions.add_parser(
         "replay", help="decode a dead letter again (fixed from files) and stage its rows"
     )
-    replay.add_argument("id", type=_stream_id, help="its stream id (see list)")
+    replay.add_argument("id", type=stream_id, help="its stream id (see list)")
     replay.add_argument("--key", metavar="FILE", help="the fixed Kafka key")
     replay.add_argument("--value", metavar="FILE", help="the fixed Kafka value")
     replay.add_argument("--keep", action="store_true", help="keep the dead letter once staged")
     purge = actions.add_parser("purge", help="delete dead letters (all, after confirmation)")
-    purge.add_argument("ids", nargs="*", metavar="ID", type=_stream_id, help="only these")
+    purge.add_argument("ids", nargs="*", metavar="ID", type=stream_id, help="only these")
     purge.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     for action in actions.choices.values():
         action.add_argument(
