@@ -122,6 +122,14 @@ def test_a_missing_config_file_is_one_line() -> None:
     assert result.stderr == "ticdc-sink worker: --config /nonexistent/sink.toml: no such file\n"
 
 
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (its SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
 def test_a_one_shot_command_stopped_by_sigterm_says_so_in_one_line(tmp_path: Path) -> None:
     # `decode` from a pipe that never ends: it waits on stdin until stopped.
     process = subprocess.Popen(
@@ -131,7 +139,11 @@ def test_a_one_shot_command_stopped_by_sigterm_says_so_in_one_line(tmp_path: Pat
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(2)
+    # Once the command catches SIGTERM: before that the signal ends Python unseen (a start of
+    # over 2 s on a loaded machine did so).
+    deadline = time.monotonic() + 60
+    while not _catches(process.pid, signal.SIGTERM) and time.monotonic() < deadline:
+        time.sleep(0.05)
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 128 + signal.SIGTERM
