@@ -140,7 +140,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         DDL_VALUE,
         "DDL value",
-        "a JSON object: `q` the statement, a non-empty string; `t` TiDB's action type, an integer",
+        "a JSON object: `q` the statement, a non-empty string; `t` TiDB's action type, an integer "
+        "(0 when absent)",
         (
             ('{"ts":5,"scm":"db","tbl":"t","t":2}', '{"q":"","t":3}'),
             ('{"ts":5,"scm":"db","tbl":"t","t":2}', '{"q":"  ","t":3}'),
