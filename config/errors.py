@@ -88,6 +88,26 @@ class DecodeError(TicdcSinkError):
         super().__init__(", ".join(parts))
 
 
+class GrammarError(DecodeError):
+    """A message of a shape its protocol's encoder never writes (well-formed bytes and JSON):
+    ``rule`` names the rule of the protocol's grammar it breaks (``streams/codecs/*_grammar.py``),
+    as its dead letter says."""
+
+    def __init__(
+        self,
+        protocol: str,
+        rule: str,
+        reason: str,
+        *,
+        event_index: int | None = None,
+        where: str | None = None,
+    ) -> None:
+        self.rule = rule
+        super().__init__(
+            protocol, f"breaks rule {rule}: {reason}", event_index=event_index, where=where
+        )
+
+
 class NotYetDecodableError(TicdcSinkError):
     """A hold signal, not bad input: the message decodes once something it depends on has
     arrived (its table's schema). The worker holds it, capping its partition's progress just

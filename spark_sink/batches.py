@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from core.model import DDLEvent, RowChange
 from core.staging import Barrier
-from spark_sink.plan import TablePlan, plan_batch
+from spark_sink.plan import TablePlan, Unplannable, plan_batch
 from spark_sink.stage_timing import PLAN, RELEASE, StageClock
 
 # A round's first batch: big enough that a batch's fixed cost (a transaction, the checkpoint,
@@ -47,6 +47,9 @@ class PlannedBatch:
     # whether parts follow (the downstream transaction then stays open: no checkpoint yet).
     part: int = 0
     continued: bool = False
+    # The changes left out of ``plans`` as unplannable, each with its rule: the sink
+    # dead-letters them before it applies the batch.
+    unplannable: tuple[Unplannable, ...] = ()
 
     @property
     def joins(self) -> bool:
@@ -195,6 +198,8 @@ def _planned(
     batch: list[RowChange], upto: int, clock: StageClock, part: int = 0, continued: bool = False
 ) -> PlannedBatch:
     clock.lap(RELEASE)
-    planned = PlannedBatch(plan_batch(batch), len(batch), upto, part, continued)
+    unplannable: list[Unplannable] = []
+    plans = plan_batch(batch, unplannable)
+    planned = PlannedBatch(plans, len(batch), upto, part, continued, tuple(unplannable))
     clock.lap(PLAN)
     return planned

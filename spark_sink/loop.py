@@ -34,6 +34,7 @@ from spark_sink.split import apply_split
 from spark_sink.stuck import StuckWatch
 from spark_sink.target import Target
 from spark_sink.topic_gate import ResolvedGate
+from spark_sink.unplannable import dead_letter_all
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -269,6 +270,13 @@ class SinkLoop:
     def _apply(self, batch: PlannedBatch) -> None:
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
+        # Before the batch commits, as refused rows: a crash in between finds them again.
+        dead_letter_all(
+            self.staging,
+            self.settings.group,
+            batch.unplannable,
+            self.settings.redis.dead_letter_max_entries,
+        )
         if batch.split:
             self._apply_part(batch, offsets, started)
             return

@@ -16,6 +16,11 @@ keys to delete and a set of rows to upsert; the merge runs the deletes first, th
   (one copy of the image it had before the batch out, one of its last image in), so a change
   TiCDC delivered twice counts once. Rows without a row id keep multiset semantics.
 - A delete carrying only handle-key columns (TiCDC without old values) deletes by that key.
+- A change that cannot be applied because of what it is (no columns, an op without the image it
+  needs, a keyed table's image without a key value) is left out of every plan and handed back
+  with the rule it broke (:mod:`spark_sink.unplannable` dead-letters it): applied, it would stop
+  the sink or delete and upsert by NULL. The checks are a few truthiness tests per change, the
+  key's on the key tuple planning builds anyway.
 """
 
 from __future__ import annotations
@@ -26,6 +31,14 @@ from dataclasses import dataclass, field, replace
 from core.model import ColumnFlag, ColumnType, Op, RowChange, Value
 
 Key = tuple[Value, ...]
+# A change left out of the plans, and the rule it broke.
+Unplannable = tuple[RowChange, str]
+# The rules, as a dead letter names them.
+NO_COLUMNS = "a row change with no columns"
+NO_NEW = "an {op} without its new image"
+NO_OLD = "a DELETE without its old image"
+EMPTY_OLD = "an UPDATE whose old image is empty"
+NO_KEY = "an image without a value for every key column of a keyed table ({keys})"
 # A key-less row's upstream identity: partition id (row ids are per physical table) and row id.
 RowIdentity = tuple[int | None, int]
 # Within one commit ts a followed row's removal comes before its new image (TiCDC may split an
@@ -96,20 +109,24 @@ def _key(image: dict[str, Value], names: tuple[str, ...]) -> Key:
     return tuple(map(image.get, names))
 
 
-def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
+def plan_batch(
+    changes: Iterable[RowChange], unplannable: list[Unplannable] | None = None
+) -> list[TablePlan]:
     """Collapse ``changes`` (in commit order) into one :class:`TablePlan` per table.
 
     TiCDC emits at most one event per row and transaction, in no particular order within the
     transaction, and may split a key-changing update into a delete and an insert in different
     partitions. So within one commit ts every removal (deletes, and the old keys of updates that
-    move a key) happens before every new row image.
+    move a key) happens before every new row image. A change that cannot be applied is left
+    out, added to ``unplannable`` with its rule (dropped when None).
     """
     plans: dict[tuple[str, str], TablePlan] = {}
     tables: dict[tuple[str, str], _Table] = {}
     followed: dict[tuple[str, str], dict[RowIdentity, _Followed]] = {}
-    # The current commit ts's new images of keyed rows, and its key-less rows with a row id:
-    # both wait for the transaction's end, after every removal in it.
-    images: list[tuple[TablePlan, RowChange]] = []
+    refused: list[Unplannable] = [] if unplannable is None else unplannable
+    # The current commit ts's new images of keyed rows (with their keys), and its key-less rows
+    # with a row id: both wait for the transaction's end, after every removal in it.
+    images: list[tuple[TablePlan, RowChange, Key]] = []
     identified: list[RowChange] = []
     current: int | None = None
     for change in changes:
@@ -121,9 +138,29 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
                 _follow_all(followed, identified)
                 identified = []
             current = change.commit_ts
+        op = change.op
+        new = change.new
+        old = change.old
+        if op is Op.INSERT:
+            if not new:
+                refused.append((change, NO_NEW.format(op="INSERT")))
+                continue
+        elif op is Op.DELETE:
+            if not old:
+                refused.append((change, NO_OLD))
+                continue
+        elif not new:
+            refused.append((change, NO_NEW.format(op="UPDATE")))
+            continue
+        elif old is not None and not old:
+            refused.append((change, EMPTY_OLD))
+            continue
         columns = change.columns
         table = tables.get((change.schema, change.table))
         if table is None or table.columns is not columns:
+            if not columns:
+                refused.append((change, NO_COLUMNS))
+                continue
             table = _table_for(plans, tables, change)
         plan = table.plan
         if plan.keyless:
@@ -132,30 +169,33 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
             else:
                 identified.append(change)
             continue
-        op = change.op
-        if op is Op.INSERT:
-            images.append((plan, change))
-            continue
-        if op is Op.UPDATE:
-            images.append((plan, change))
         names = plan.key_columns
-        old = change.old
         if op is Op.DELETE:
-            image = old or {}
-        elif old is None:
-            continue
-        else:
-            new = change.new or {}
-            # Only an update that moves its key, or a NOT NULL unique value, removes one.
-            if tuple(map(old.get, names)) == tuple(map(new.get, names)) and not any(
-                old.get(c) != new.get(c) for c in table.uniques
-            ):
+            assert old is not None
+            key = tuple(map(old.get, names))
+            if None in key:
+                refused.append((change, NO_KEY.format(keys=", ".join(names))))
                 continue
-            image = old
-        key = tuple(map(image.get, names))
+        else:
+            assert new is not None
+            new_key = tuple(map(new.get, names))
+            if None in new_key:
+                refused.append((change, NO_KEY.format(keys=", ".join(names))))
+                continue
+            if old is None:
+                images.append((plan, change, new_key))
+                continue
+            key = tuple(map(old.get, names))
+            if None in key:
+                refused.append((change, NO_KEY.format(keys=", ".join(names))))
+                continue
+            images.append((plan, change, new_key))
+            # Only an update that moves its key, or a NOT NULL unique value, removes one.
+            if key == new_key and not any(old.get(c) != new.get(c) for c in table.uniques):
+                continue
         # An earlier batch row of this key is void: its last state is gone.
         plan.upserts.pop(key, None)
-        plan.deletes[key] = image
+        plan.deletes[key] = old
         plan.commit_ts[key] = change.commit_ts
     if images:
         _upsert(images)
@@ -170,12 +210,10 @@ def plan_batch(changes: Iterable[RowChange]) -> list[TablePlan]:
     return list(plans.values())
 
 
-def _upsert(images: list[tuple[TablePlan, RowChange]]) -> None:
+def _upsert(images: list[tuple[TablePlan, RowChange, Key]]) -> None:
     """Each change's new image as its key's last state (in commit order)."""
-    for plan, change in images:
-        new = change.new or {}
-        key = tuple(map(new.get, plan.key_columns))
-        plan.upserts[key] = new
+    for plan, change, key in images:
+        plan.upserts[key] = change.new or {}
         plan.commit_ts[key] = change.commit_ts
 
 

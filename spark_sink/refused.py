@@ -64,11 +64,11 @@ class RefusedRow:
         fields = {
             "kind": "row",
             "table": f"{self.schema}.{self.table}",
-            "key": orjson.dumps(self.key, default=_jsonable).decode(),
+            "key": orjson.dumps(self.key, default=jsonable).decode(),
             "column": self.column or "",
             "commit_ts": str(self.commit_ts),
             "error": self.error,
-            "row": orjson.dumps(self.image, default=_jsonable).decode(),
+            "row": orjson.dumps(self.image, default=jsonable).decode(),
             "target": self.target,
         }
         if self.before is not None:
@@ -76,7 +76,7 @@ class RefusedRow:
         return fields
 
 
-def _jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return {"hex": value.hex()}
     if isinstance(value, Decimal | dt.timedelta):
@@ -104,7 +104,7 @@ def downstream_image(cursor: Any, target: str, key: dict[str, Value], *, lock: b
         return "null"
     names = [column[0] for column in cursor.description]
     image = dict(zip(names, found, strict=True))
-    return orjson.dumps(image, default=_jsonable, option=orjson.OPT_SORT_KEYS).decode()
+    return orjson.dumps(image, default=jsonable, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def refused_error(rows: Sequence[RefusedRow]) -> RowRefusedError:

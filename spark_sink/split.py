@@ -32,8 +32,9 @@ from core.staging import Staging
 from core.tso import describe_tso
 from spark_sink.db.split_position import SplitPass, SplitPosition
 from spark_sink.metrics import record_batch
-from spark_sink.plan import TablePlan, plan_batch
+from spark_sink.plan import TablePlan, Unplannable, plan_batch
 from spark_sink.target import Target
+from spark_sink.unplannable import dead_letter_all
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -149,7 +150,15 @@ def _apply_chunks(
             if stop.is_set():
                 return None
             chunk_start = time.perf_counter()
-            plans = pass_plans(plan_batch(pass_changes(chunk, pass_)), pass_)
+            unplannable: list[Unplannable] = []
+            planned = plan_batch(pass_changes(chunk, pass_), unplannable)
+            if pass_ is SplitPass.REMOVALS:
+                # Once per transaction: the images pass meets the same changes again.
+                settings = target.settings
+                dead_letter_all(
+                    staging, settings.group, unplannable, settings.redis.dead_letter_max_entries
+                )
+            plans = pass_plans(planned, pass_)
             target.apply_chunk(plans, SplitPosition(ts, pass_, done), epoch)
             total = done
             log.info(

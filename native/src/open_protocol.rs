@@ -1,5 +1,7 @@
 //! TiCDC Open Protocol: row and resolved events of well-formed messages, as Python objects or
-//! as packed rows.
+//! as packed rows. A message outside the grammar of `streams/codecs/open_grammar.py` is handed
+//! to the Python codec, which refuses it naming the rule (tests/streams/codecs/test_open_grammar.py
+//! runs every rule's examples through both).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -23,6 +25,8 @@ const BINARY: u32 = 0x01;
 const HANDLE_KEY: u32 = 0x02;
 // MySQL FLOAT and DOUBLE.
 const FLOAT_TYPES: [u32; 2] = [4, 5];
+// The longest column name TiDB takes, in characters (grammar rule `column-name`).
+const MAX_NAME: usize = 64;
 
 /// Why a message is not decoded here: hand it to the Python codec, or a Python error.
 enum Refusal {
@@ -272,8 +276,15 @@ fn each_event<'a>(
 
 /// A row event's key fields and parsed value, as far as both ways of building it share them.
 fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> {
-    let schema = optional_text(header.scm).or_fallback()?;
-    let table = optional_text(header.tbl).or_fallback()?;
+    // Rule `key-names`: a row names its schema and table.
+    let schema = optional_text(header.scm)
+        .flatten()
+        .filter(|name| !name.is_empty())
+        .or_fallback()?;
+    let table = optional_text(header.tbl)
+        .flatten()
+        .filter(|name| !name.is_empty())
+        .or_fallback()?;
     let handle_key_only = flag_text(header.ohk).or_fallback()?;
     // A claim-check location is the Python codec's error to raise.
     let no_claim_check = flag_text(header.ccl) == Some(false);
@@ -291,16 +302,19 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
         _ => None,
     };
     let body = body(value).or_fallback()?;
-    let (op, image, previous) = if let Some(deleted) = body.d {
-        (2, deleted, None)
-    } else if let Some(upserted) = body.u {
-        (if body.p.is_some() { 1 } else { 0 }, upserted, body.p)
-    } else {
-        return Err(Refusal::Fallback);
+    // Rule `row-images`: `d` alone, `u` alone, or `u` with `p`.
+    let (op, image, previous) = match (body.u, body.p, body.d) {
+        (None, None, Some(deleted)) => (2, deleted, None),
+        (Some(upserted), None, None) => (0, upserted, None),
+        (Some(upserted), Some(previous), None) => (1, upserted, Some(previous)),
+        _ => return Err(Refusal::Fallback),
     };
+    if !well_formed(&image) || previous.as_ref().is_some_and(|p| !well_formed(p)) {
+        return Err(Refusal::Fallback);
+    }
     Ok(RowParts {
-        schema: schema.unwrap_or_default(),
-        table: table.unwrap_or_default(),
+        schema,
+        table,
         handle_key_only,
         partition_id,
         row_id,
@@ -308,6 +322,15 @@ fn row_parts<'a>(header: &Header<'a>, value: &'a [u8]) -> Outcome<RowParts<'a>> 
         image,
         previous,
     })
+}
+
+/// Rules `image-non-empty-object` and `column-name`: an image holds columns, each named by 1 to
+/// `MAX_NAME` characters.
+fn well_formed(entries: &Entries<'_>) -> bool {
+    !entries.0.is_empty()
+        && entries.0.iter().all(|(name, _)| {
+            !name.is_empty() && (name.len() <= MAX_NAME || name.chars().count() <= MAX_NAME)
+        })
 }
 
 /// A row in the packed form (see `model::pack_row`).
@@ -405,7 +428,28 @@ type Entries<'a> = Ordered<'a, Column<'a>>;
 /// An event's key: read by `Scanner` as TiCDC writes it, else by serde_json (see `body`).
 fn header(key: &[u8]) -> Option<Header<'_>> {
     let text = std::str::from_utf8(key).ok()?;
-    scan_header(text).or_else(|| parse_text(text))
+    // Rule `key-object`: serde_json would also read a struct from an array.
+    scan_header(text).or_else(|| object(text).then(|| parse_text(text)).flatten())
+}
+
+/// Whether `text` starts as a JSON object does.
+fn object(text: &str) -> bool {
+    text.trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+}
+
+/// Rules `row-value-object`, `image-non-empty-object` and `column-object` as far as serde_json
+/// does not check them: it reads a struct from an array as well as from an object.
+fn shaped_body(text: &str) -> bool {
+    let Ok(serde_json::Value::Object(body)) = serde_json::from_str::<serde_json::Value>(text)
+    else {
+        return false;
+    };
+    ["u", "p", "d"].iter().all(|field| match body.get(*field) {
+        None => true,
+        Some(serde_json::Value::Object(columns)) => columns.values().all(|c| c.is_object()),
+        Some(_) => false,
+    })
 }
 
 /// `Header` as serde_json reads it, from compact JSON of only its known fields, each once, all
@@ -439,7 +483,7 @@ fn scan_header(text: &str) -> Option<Header<'_>> {
 /// else by serde_json, whose reading of the same text it equals.
 fn body(value: &[u8]) -> Option<Body<'_>> {
     let text = std::str::from_utf8(value).ok()?;
-    scan_body(text).or_else(|| parse_text(text))
+    scan_body(text).or_else(|| shaped_body(text).then(|| parse_text(text)).flatten())
 }
 
 /// `Body` as serde_json reads it, from compact JSON of only its known fields, each once;

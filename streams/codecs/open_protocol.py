@@ -5,7 +5,9 @@ pairs, one per key. Rows carry ``u`` (new), ``p`` (old, updates only) or ``d`` (
 each column is ``{"t": type, "h": handle?, "f": flags, "v": value}`` where BLOB/TEXT values are
 base64 and binary CHAR/VARCHAR values are Go-escaped strings. A row's key carries ``rid``, TiDB's
 integer handle of the row (a key-less table's hidden row id), when the table's handle is an
-integer and the id is not 0 (TiCDC's ``MessageKey.RowID``, ``omitempty``).
+integer and the id is not 0 (TiCDC's ``MessageKey.RowID``, ``omitempty``). What TiCDC writes,
+field by field, is the grammar of :mod:`streams.codecs.open_grammar`: a message breaking it is
+refused with a :class:`~config.errors.GrammarError` naming the rule.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from config.errors import DecodeError, EncodeError, shown
+from config.errors import DecodeError, EncodeError, GrammarError, shown
 from core.model import (
     BLOB_TYPES,
     CHAR_TYPES,
@@ -34,6 +36,7 @@ from core.model import (
     integer_range,
 )
 from core.native import native_model
+from streams.codecs import open_grammar as grammar
 from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
 from streams.codecs.values import (
     b64decode,
@@ -116,12 +119,18 @@ def _kind(kinds: Kinds, mysql_type: Any, flags: Any) -> _Kind:
 def _image(
     raw: Any, columns: dict[str, ColumnType], kinds: Kinds, index: int, side: str
 ) -> dict[str, Value]:
-    if not isinstance(raw, dict):
-        raise DecodeError(PROTOCOL, f"'{side}' must be an object", event_index=index, where=side)
+    if raw.__class__ is not dict or not raw:
+        raise _broken(
+            grammar.IMAGE, f"'{side}' must be a non-empty object, got {shown(raw)}", index, side
+        )
     image: dict[str, Value] = {}
     name = ""
     try:
         for name, column in raw.items():
+            if not 0 < len(name) <= grammar.MAX_NAME:
+                raise _broken(
+                    grammar.COLUMN_NAME, f"a column name of {len(name)} characters", index, side
+                )
             get = column.get
             flags = get("f")
             if flags is None:
@@ -152,10 +161,13 @@ def _image(
             columns[name] = kind
             image[name] = value
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
-        raise DecodeError(
-            PROTOCOL, f"bad column: {exc}", event_index=index, where=f"{side}.{name}"
-        ) from None
+        raise _broken(grammar.COLUMN, f"bad column: {exc}", index, f"{side}.{name}") from None
     return image
+
+
+def _broken(rule: str, reason: str, index: int, where: str | None = None) -> GrammarError:
+    """The error of a message breaking ``rule`` of :mod:`streams.codecs.open_grammar`."""
+    return GrammarError(PROTOCOL, rule, reason, event_index=index, where=where)
 
 
 def _load(data: bytes, index: int, what: str) -> Any:
@@ -163,6 +175,11 @@ def _load(data: bytes, index: int, what: str) -> Any:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise DecodeError(PROTOCOL, f"{what} is not JSON: {exc}", event_index=index) from None
+
+
+def _event_type(header: Any) -> Any:
+    """A key's event type, None when the key is no object."""
+    return header.get("t") if header.__class__ is dict else None
 
 
 class OpenProtocolCodec(PackingCodec):
@@ -194,7 +211,7 @@ class OpenProtocolCodec(PackingCodec):
         if len(values) != len(keys):
             # A resolved event's value may be absent altogether.
             if values or any(
-                _load(k, i, "key").get("t") != KEY_RESOLVED for i, k in enumerate(keys)
+                _event_type(_load(k, i, "key")) != KEY_RESOLVED for i, k in enumerate(keys)
             ):
                 raise DecodeError(
                     PROTOCOL, f"{len(keys)} keys but {len(values)} values in one message"
@@ -204,16 +221,16 @@ class OpenProtocolCodec(PackingCodec):
 
     def _event(self, index: int, key: bytes, value: bytes) -> Event:
         header = _load(key, index, "key")
-        if not isinstance(header, dict):
-            raise DecodeError(PROTOCOL, "key must be an object", event_index=index)
+        if header.__class__ is not dict:
+            raise _broken(grammar.KEY_OBJECT, "key must be an object", index)
         kind = header.get("t")
+        if kind.__class__ is not int:
+            # Python's 1.0 and true equal 1: no type TiCDC writes (rule key-type).
+            kind = None
         ts = header.get("ts")
         if ts.__class__ is not int or not 0 <= ts < 1 << 64:
-            raise DecodeError(
-                PROTOCOL,
-                f"'ts' must be a uint64, got {shown(ts)}",
-                event_index=index,
-                where="key.ts",
+            raise _broken(
+                grammar.KEY_TS, f"'ts' must be a uint64, got {shown(ts)}", index, "key.ts"
             )
         if kind == KEY_RESOLVED:
             return Resolved(ts)
@@ -221,25 +238,27 @@ class OpenProtocolCodec(PackingCodec):
         table = header.get("tbl")
         for field, name in (("scm", schema), ("tbl", table)):
             if name is not None and name.__class__ is not str:
-                raise DecodeError(
-                    PROTOCOL, f"'{field}' must be a string", event_index=index, where="key"
-                )
+                raise _broken(grammar.KEY_NAMES, f"'{field}' must be a string", index, "key")
         if kind == KEY_DDL:
             return self._ddl(index, ts, schema, table, value)
         if kind == KEY_ROW:
-            return self._row(index, ts, header, schema or "", table or "", value, self._kinds)
-        raise DecodeError(
-            PROTOCOL, f"unknown event type {shown(kind)}", event_index=index, where="key.t"
-        )
+            if not schema or not table:
+                raise _broken(
+                    grammar.KEY_NAMES, "a row's key needs 'scm' and 'tbl', non-empty", index, "key"
+                )
+            return self._row(index, ts, header, schema, table, value, self._kinds)
+        raise _broken(grammar.KEY_TYPE, f"unknown event type {shown(kind)}", index, "key.t")
 
     @staticmethod
     def _ddl(index: int, ts: int, schema: str | None, table: str | None, value: bytes) -> DDLEvent:
         body = _load(value, index, "DDL value")
         query = body.get("q") if isinstance(body, dict) else None
         ddl_type = body.get("t", 0) if isinstance(body, dict) else None
-        if query.__class__ is not str or ddl_type.__class__ is not int:
-            raise DecodeError(
-                PROTOCOL, "a DDL value needs 'q' (string) and 't' (integer)", event_index=index
+        if query.__class__ is not str or not query.strip() or ddl_type.__class__ is not int:
+            raise _broken(
+                grammar.DDL_VALUE,
+                "a DDL value needs 'q' (a non-empty string) and 't' (integer)",
+                index,
             )
         return DDLEvent(ts, schema or None, table or None, query, ddl_type)
 
@@ -263,11 +282,13 @@ class OpenProtocolCodec(PackingCodec):
                 )
             return ClaimCheck(location)
         body = _load(value, index, "row value")
-        if not isinstance(body, dict):
-            raise DecodeError(PROTOCOL, "row value must be an object", event_index=index)
+        if body.__class__ is not dict:
+            raise _broken(grammar.ROW_VALUE, "row value must be an object", index)
         columns: dict[str, ColumnType] = {}
         new = old = None
         if "d" in body:
+            if "u" in body or "p" in body:
+                raise _broken(grammar.ROW_IMAGES, "'d' with 'u' or 'p'", index)
             op = Op.DELETE
             old = _image(body["d"], columns, kinds, index, "d")
         elif "u" in body:
@@ -277,7 +298,7 @@ class OpenProtocolCodec(PackingCodec):
                 op = Op.UPDATE
                 old = _image(body["p"], columns, kinds, index, "p")
         else:
-            raise DecodeError(PROTOCOL, "row value has none of 'u', 'd'", event_index=index)
+            raise _broken(grammar.ROW_IMAGES, "row value has none of 'u', 'd'", index)
         partition = header.get("ptn")
         # Like the partition id, a row id that is not an int64 is dropped, not an error.
         row_id = header.get("rid")

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.model import ColumnFlag, Op, RowChange, column_type
+from core.model import ColumnFlag, ColumnType, Op, RowChange, Value, column_type
 from spark_sink.plan import Key, TablePlan, plan_batch
 
 PK = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
@@ -326,3 +326,58 @@ def test_identical_rows_without_a_row_id_stay_as_many() -> None:
     insert = RowChange(1, "d", "n", Op.INSERT, NO_KEY, image, None)
     (plan,) = plan_batch([insert, insert])
     assert plan.copies == {(1, "x"): 2}
+
+
+GOOD: dict[str, Value] = {"id": 1, "u": 1, "v": "a"}
+MOVED: dict[str, Value] = {"id": 9, "u": 9, "v": "b"}
+NO_ID: dict[str, Value] = {"u": 2, "v": "c"}
+NULL_ID: dict[str, Value] = {"id": None, "u": 3, "v": "d"}
+# Each change the planner cannot apply, and the rule it is refused by.
+UNPLANNABLE: list[
+    tuple[Op, dict[str, ColumnType], dict[str, Value] | None, dict[str, Value] | None, str]
+] = [
+    (Op.INSERT, COLUMNS, None, None, "an INSERT without its new image"),
+    (Op.INSERT, COLUMNS, {}, None, "an INSERT without its new image"),
+    (Op.DELETE, COLUMNS, None, None, "a DELETE without its old image"),
+    (Op.DELETE, COLUMNS, None, {}, "a DELETE without its old image"),
+    (Op.UPDATE, COLUMNS, None, GOOD, "an UPDATE without its new image"),
+    (Op.UPDATE, COLUMNS, MOVED, {}, "an UPDATE whose old image is empty"),
+    (Op.INSERT, {}, {"x": 1}, None, "a row change with no columns"),
+    (Op.INSERT, COLUMNS, NO_ID, None, "an image without a value for every key column"),
+    (Op.INSERT, COLUMNS, NULL_ID, None, "an image without a value for every key column"),
+    (Op.DELETE, COLUMNS, None, NO_ID, "an image without a value for every key column"),
+    # The old image without its key: the old row it would move must not be deleted by NULL.
+    (Op.UPDATE, COLUMNS, MOVED, NO_ID, "an image without a value for every key column"),
+    # The new image without its key: the old row must not be deleted for an image never written.
+    (Op.UPDATE, COLUMNS, NO_ID, GOOD, "an image without a value for every key column"),
+    (Op.INSERT, NO_KEY, {}, None, "an INSERT without its new image"),
+    (Op.DELETE, NO_KEY, None, {}, "a DELETE without its old image"),
+]
+
+
+def test_an_unplannable_change_is_left_out_with_its_rule_and_the_rest_planned() -> None:
+    """Each change of a class the planner cannot apply is handed back with the rule it broke;
+    the batch's other changes plan as without it, and no key of it is deleted or upserted."""
+    for op, columns, new, old, rule in UNPLANNABLE:
+        bad = RowChange(5, "d", "t", op, columns, new, old)
+        good = RowChange(5, "d", "t", Op.INSERT, COLUMNS, {"id": 7, "u": 7, "v": "x"}, None)
+        unplannable: list[tuple[RowChange, str]] = []
+        plans = plan_batch([bad, good], unplannable)
+        assert [change for change, _ in unplannable] == [bad], (op, new, old)
+        assert unplannable[0][1].startswith(rule)
+        (plan,) = plans
+        assert plan.upserts == {(7,): good.new} and not plan.deletes, (op, new, old)
+
+
+def test_an_update_without_old_values_and_a_key_only_delete_stay_plannable() -> None:
+    """TiCDC without old values: an UPDATE with no old image, a DELETE of the key alone."""
+    unplannable: list[tuple[RowChange, str]] = []
+    (plan,) = plan_batch(
+        [
+            RowChange(5, "d", "t", Op.UPDATE, COLUMNS, GOOD, None),
+            RowChange(6, "d", "t", Op.DELETE, COLUMNS, None, {"id": 2}),
+        ],
+        unplannable,
+    )
+    assert not unplannable
+    assert plan.upserts == {(1,): GOOD} and list(plan.deletes) == [(2,)]

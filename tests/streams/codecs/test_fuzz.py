@@ -24,6 +24,8 @@ from tests.streams.codecs.fuzz import (
     seeds,
     table,
 )
+from tests.streams.codecs.fuzz_structure import run as run_structure
+from tests.streams.codecs.fuzz_structure import table as structure_table
 from tests.streams.codecs.fuzz_values import past_limits
 
 MUTATIONS = 10_000
@@ -81,3 +83,19 @@ def test_values_past_declared_bounds_reach_the_checks() -> None:
     assert any("bytes, past the" in r for r in reasons)
     assert any("members of this enum" in r for r in reasons)
     assert any("members of this set" in r for r in reasons)
+
+
+# Structural cases in the normal run (seconds); `make fuzz` runs 100,000 and more.
+STRUCTURAL_CASES = 300
+
+
+@pytest.mark.usefixtures("native")
+def test_structural_mutations_are_judged_by_the_grammar_alike_on_both_decoders() -> None:
+    """Open Protocol messages generated from its grammar, their structure mutated: the Python
+    codec accepts exactly the valid ones and names the rule each other one breaks, the native
+    decoder hands back every invalid one and decodes the valid ones as Python does."""
+    tally = run_structure(STRUCTURAL_CASES)
+    assert tally.clean, structure_table(tally) + "\n" + "\n".join(tally.failures)
+    # Mutations that break nothing, or everything, would not exercise the grammar.
+    assert tally.valid > STRUCTURAL_CASES // 10 and tally.invalid > STRUCTURAL_CASES // 3
+    assert len(tally.rules) >= 8, tally.rules
