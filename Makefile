@@ -66,8 +66,9 @@ unit: $(STAMP)
 # The differential fuzz of the codecs, long budget: mutations of every protocol's real TiCDC
 # messages, native against Python; a table of what happened, exit 1 on any finding. Then the
 # structural fuzz of Open Protocol (messages generated from its grammar, their structure
-# mutated, judged by the grammar and both decoders). Then the model of the whole sink loop (tests/spark_sink/test_loop_model.py), long budget, against the
-# local MariaDB and TiDB (`services up --tidb`).
+# mutated, judged by the grammar and both decoders). Then the model of the whole sink loop
+# (tests/spark_sink/test_loop_model.py), long budget, against the local MariaDB and TiDB
+# (`services up --tidb`).
 FUZZ_MUTATIONS ?= 100000
 FUZZ_STRUCTURE_CASES ?= 100000
 SINK_LOOP_EXAMPLES ?= 200
