@@ -3,6 +3,7 @@ MariaDB and Redis: the next round read and the last trimmed off the loop's threa
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from core.staging import Staging
+from core.staging import Staging, Standing
 from spark_sink.db.connection import connect
 from spark_sink.loop import SinkLoop
 from spark_sink.target import Target
@@ -50,6 +51,20 @@ class RecordingStaging(Staging):
     def trim(self, checkpoint: int) -> int:
         self.trimmed.append((checkpoint, threading.current_thread().name))
         return super().trim(checkpoint)
+
+
+def first_resolved(staging: Staging, resolved: int) -> None:
+    """``staging`` answers the sink's first read of the global resolved ts with ``resolved``,
+    as if the watermarks past it came just after that read."""
+    real = staging.standing
+    answers = iter([resolved])
+
+    def standing() -> Standing:
+        found = real()
+        first = next(answers, None)
+        return found if first is None else dataclasses.replace(found, resolved=first)
+
+    staging.standing = standing  # type: ignore[method-assign]
 
 
 def arriving_rounds(
@@ -124,9 +139,7 @@ def test_the_next_round_is_planned_while_the_last_batch_of_a_round_applies(
     stage(1, 4, 6)
     # The first round ends at TS + 3 although TS + 6 is resolved: its resolved ts is read
     # before the second message's watermark counts.
-    real_resolved = recording.global_resolved_ts
-    answers = iter([TS + 3])
-    recording.global_resolved_ts = lambda: next(answers, None) or real_resolved()  # type: ignore[method-assign]
+    first_resolved(recording, TS + 3)
     sink = SinkLoop(pipeline, recording, WaitingTarget(pipeline))
     assert sink.run_once() == TS + 3
     assert seen_while_applying == [True, True]
@@ -151,9 +164,7 @@ def test_a_round_read_on_at_the_last_ones_end_starts_with_its_biggest_batch(
     stage(0, 1, 3)
     stage(1, 4, 7)
     recording = RecordingStaging(staging)
-    real_resolved = recording.global_resolved_ts
-    answers = iter([TS + 3])
-    recording.global_resolved_ts = lambda: next(answers, None) or real_resolved()  # type: ignore[method-assign]
+    first_resolved(recording, TS + 3)
     applied: list[int] = []
 
     class CountingTarget(Target):
