@@ -35,13 +35,6 @@ STATUS_PORT = 10080
 # docs/architecture.md, TiDB).
 COLD_BUILD_HINT = "15-30 min the first time on 2 cores"
 
-# One upstream transaction is one downstream transaction, however large (a bulk load of
-# millions of rows): TiDB's default limit (100 MiB of keys and values) refuses such a one, as a
-# production TiDB downstream set up for them would not. 10 GiB is the largest every TiDB takes.
-CONFIG = """[performance]
-txn-total-size-limit = 10737418240
-"""
-
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)(?:\s*//.*)?$")
 _PSEUDO_COMMIT = re.compile(r"-([0-9a-f]{12})$")
 
@@ -166,14 +159,9 @@ class TiDBService(LocalService):
         partial.replace(self.binary)
         print(f"built {self.binary} in {time.monotonic() - started:.0f} s", file=sys.stderr)
 
-    @property
-    def config_file(self) -> Path:
-        return self.home / "tidb.toml"
-
     def prepare(self) -> None:
         (self.home / "data").mkdir(parents=True, exist_ok=True)
         make_private_folder(self.socket.parent)
-        self.config_file.write_text(CONFIG)
 
     def command(self) -> list[str]:
         return [
@@ -187,5 +175,4 @@ class TiDBService(LocalService):
             f"--temp-dir={self.tmp_dir}",
             f"--socket={self.socket}",
             f"--log-slow-query={self.home / 'slow.log'}",
-            f"--config={self.config_file}",
         ]

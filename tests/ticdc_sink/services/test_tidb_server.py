@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -96,14 +95,3 @@ def test_a_built_binary_is_not_built_again(tmp_path: Path, monkeypatch: pytest.M
     service.binary.parent.mkdir(parents=True)
     service.binary.touch()
     service.install()
-
-
-@pytest.mark.integration
-def test_the_local_tidb_takes_transactions_of_millions_of_rows(tidb_connect: Any) -> None:
-    # The service's own config file (CONFIG): TiDB's default, 100 MiB, refuses a bulk load
-    # replicated as the one transaction it was upstream.
-    with tidb_connect() as conn, conn.cursor() as cursor:
-        cursor.execute(
-            "SHOW CONFIG WHERE type = 'tidb' AND name = 'performance.txn-total-size-limit'"
-        )
-        assert [int(row[3]) for row in cursor.fetchall()] == [10 << 30]
