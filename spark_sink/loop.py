@@ -20,13 +20,13 @@ from config.errors import (
     TransactionTooLargeError,
 )
 from config.settings import OnRowError, Settings
-from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import DDLEvent, RowChange
 from core.redis_client import REDIS_TRANSIENT
 from core.staging import Staging
 from core.tso import describe_tso, tso_age
 from spark_sink.batches import PlannedBatch, next_batch_rows
 from spark_sink.db.checkpoint import Checkpoint
+from spark_sink.dead_letters import add_dead_letters
 from spark_sink.metrics import record_batch
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
@@ -290,12 +290,12 @@ class SinkLoop:
                 # Dead-lettered before the batch commits: a crash in between redoes the batch,
                 # which finds (and dead-letters) the same rows again.
                 rows: list[RefusedRow] = refused.rows
-                trimmed = self.staging.dead_letters.add_entries(
-                    [row.dead_letter() for row in rows], self.settings.redis.dead_letter_max_entries
+                add_dead_letters(
+                    self.staging,
+                    self.settings.group,
+                    [(row.dead_letter(), row.describe()) for row in rows],
+                    self.settings.redis.dead_letter_max_entries,
                 )
-                DEAD_LETTERS_TRIMMED.labels(self.settings.group).inc(trimmed)
-                for row in rows:
-                    log.warning("dead letter: %s", row.describe())
                 without_refused(batch.plans, rows)
         self.applied_rows += merged
         elapsed = time.perf_counter() - started

@@ -12,18 +12,15 @@ deletes or upserts by NULL).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 
 import orjson
 
-from core.metrics import DEAD_LETTERS_TRIMMED
 from core.model import RowChange
 from core.staging import Staging
+from spark_sink.dead_letters import add_dead_letters
 from spark_sink.plan import Unplannable
 from spark_sink.refused import jsonable
-
-log = logging.getLogger("ticdc_sink.sink")
 
 
 def describe(change: RowChange, rule: str) -> str:
@@ -56,11 +53,5 @@ def dead_letter_all(
     staging: Staging, group: str, items: Sequence[Unplannable], max_entries: int
 ) -> None:
     """Dead-letter ``items`` in one round trip, each named in the log."""
-    if not items:
-        return
-    trimmed = staging.dead_letters.add_entries(
-        [dead_letter(change, rule) for change, rule in items], max_entries
-    )
-    DEAD_LETTERS_TRIMMED.labels(group).inc(trimmed)
-    for change, rule in items:
-        log.warning("dead letter: %s", describe(change, rule))
+    letters = [(dead_letter(change, rule), describe(change, rule)) for change, rule in items]
+    add_dead_letters(staging, group, letters, max_entries)
