@@ -217,6 +217,17 @@ def tidb_connect(tidb_settings: Settings) -> Callable[..., pymysql.connections.C
     return connect
 
 
+@pytest.fixture(scope="session")
+def tidb_safe_point(tidb_connect: Callable[..., pymysql.connections.Connection]) -> None:
+    """A GC safe point in the local TiDB: TiDB refuses a snapshot read without one to check it
+    against, and the unistore TiDB runs no GC worker to record one as a TiKV cluster's would."""
+    with tidb_connect() as conn, conn.cursor() as cur:
+        cur.execute(
+            "INSERT IGNORE INTO mysql.tidb (VARIABLE_NAME, VARIABLE_VALUE, COMMENT) VALUES "
+            "('tikv_gc_safe_point', '20000101-00:00:00.000 +0000', 'ticdc-sink tests')"
+        )
+
+
 @pytest.fixture
 def downstream_settings(request: pytest.FixtureRequest, settings: Settings) -> Settings:
     """The settings of the server a test writes into: the settings' downstream (MariaDB) unless

@@ -152,20 +152,11 @@ def _commit(conn: pymysql.connections.Connection, sql: str) -> int:
     return int(ts)
 
 
-# TiDB refuses a snapshot read without a GC safe point to check it against. A TiKV cluster's
-# GC worker records one; the local unistore TiDB runs none, so the test records what it would.
-SAFE_POINT = (
-    "INSERT IGNORE INTO mysql.tidb (VARIABLE_NAME, VARIABLE_VALUE, COMMENT)"
-    " VALUES ('tikv_gc_safe_point', '20000101-00:00:00.000 +0000', 'ticdc-sink tests')"
-)
-
-
 @pytest.fixture
 def upstream_db(
-    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str
+    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str, tidb_safe_point: None
 ) -> Iterator[str]:
     with tidb_connect() as conn, conn.cursor() as cur:
-        cur.execute(SAFE_POINT)
         cur.execute(f"CREATE DATABASE `{unique}`")
         cur.execute(DDL.format(db=unique))
     yield unique
@@ -332,10 +323,8 @@ def _as_floats(row: RowChange) -> RowChange:
 
 @pytest.fixture
 def replay_db(
-    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str
+    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str, tidb_safe_point: None
 ) -> Iterator[str]:
-    with tidb_connect() as conn, conn.cursor() as cur:
-        cur.execute(SAFE_POINT)
     yield unique
     with tidb_connect() as conn, conn.cursor() as cur:
         cur.execute(f"DROP DATABASE IF EXISTS `{unique}`")

@@ -14,20 +14,12 @@ from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
 from spark_sink.db.dialect import Server, server_dialect
 
-# TiDB refuses a snapshot read without a GC safe point to check it against; the local unistore
-# TiDB runs no GC worker, so the tests record one as a TiKV cluster's GC worker would.
-SAFE_POINT = (
-    "INSERT IGNORE INTO mysql.tidb (VARIABLE_NAME, VARIABLE_VALUE, COMMENT)"
-    " VALUES ('tikv_gc_safe_point', '20000101-00:00:00.000 +0000', 'ticdc-sink tests')"
-)
-
 
 @pytest.fixture
 def upstream_db(
-    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str
+    tidb_connect: Callable[..., pymysql.connections.Connection], unique: str, tidb_safe_point: None
 ) -> Iterator[str]:
     with tidb_connect() as conn, conn.cursor() as cur:
-        cur.execute(SAFE_POINT)
         cur.execute(f"CREATE DATABASE `{unique}`")
     yield unique
     with tidb_connect() as conn, conn.cursor() as cur:
