@@ -179,6 +179,12 @@ class PartsRestartError(ApplyError):
     another way (every image staged); nothing of them was applied, nothing is wrong."""
 
 
+class BatchAbandonedError(ApplyError):
+    """A batch applied beside others was rolled back because a batch before it failed an
+    attempt: nothing of it was applied, nothing is wrong with it; the loop reads it again
+    from the checkpoint."""
+
+
 class LostLeadershipError(ApplyError):
     """Another sink instance has taken over this pipeline (a newer epoch is recorded)."""
 

@@ -637,6 +637,18 @@ class SinkSettings(SettingsGroup):
         "reach this many tables (cut between transactions only; one transaction touching more "
         "stays whole)",
     )
+    # One: the sink's single session is already most of what a downstream on a few cores
+    # takes, and each connection more holds a batch in memory; more pays off where the
+    # downstream has the cores (docs/scaling.md, "Connections").
+    apply_connections: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        alias="apply_connections",
+        description="downstream connections the sink applies a round's batches over at once; "
+        "batches whose keys meet wait for each other, and every batch commits after the one "
+        "before it, with its checkpoint (1: one batch at a time)",
+    )
     # What bounds the sink's memory on one huge upstream transaction (a bulk load, a mass
     # DELETE): ~2 KiB a 10-column change held, and up to four parts in flight (applied, queued,
     # planned, being read), well under 1 GiB; large enough that a part's fixed cost (a LOAD

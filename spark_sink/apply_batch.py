@@ -30,6 +30,7 @@ from typing import Any
 
 from config.errors import (
     ApplyError,
+    BatchAbandonedError,
     BatchTooLargeError,
     ConfigError,
     LostLeadershipError,
@@ -41,6 +42,7 @@ from config.settings import Settings
 from spark_sink.db.checkpoint import CheckpointTable, read_checkpoint
 from spark_sink.db.connection import SinkConnection, connect
 from spark_sink.db.retries import with_retries
+from spark_sink.in_order import Turn
 from spark_sink.load.loaders import (
     Loader,
     LoadPath,
@@ -86,11 +88,21 @@ class BatchApplier:
         self._staged_ts = 0
 
     def apply(
-        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
+        self,
+        plans: Sequence[TablePlan],
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        turn: Turn | None = None,
     ) -> int:
-        """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
+        """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged.
+        With a ``turn`` (batches applied beside others, :mod:`spark_sink.in_order`), the
+        checkpoint is recorded and committed once the turn comes, and a failed attempt says
+        so before it is retried."""
 
         def record(cursor: Any) -> None:
+            if turn is not None:
+                turn.wait()
             self.checkpoints.advance(cursor, resolved_ts, epoch, offsets)
 
         return self.apply_recorded(
@@ -99,6 +111,7 @@ class BatchApplier:
             lambda: self.committed_upto(resolved_ts),
             f"batch up to {resolved_ts}",
             resolved_ts,
+            None if turn is None else turn.failed,
         )
 
     def apply_recorded(
@@ -108,9 +121,11 @@ class BatchApplier:
         committed: Callable[[], bool],
         what: str,
         resolved_ts: int,
+        failed: Callable[[], None] | None = None,
     ) -> int:
         """Apply ``plans`` with ``record`` (the checkpoint's, or a chunk's position) in one
-        transaction, retried over outages; ``committed`` says whether a commit in doubt was."""
+        transaction, retried over outages; ``committed`` says whether a commit in doubt was;
+        ``failed`` is told of each failed attempt, before its retry."""
         self.abandon()
         retried = False
 
@@ -124,8 +139,10 @@ class BatchApplier:
                     return 0
                 retried = True
                 return self._apply_once(plans, record)
-            except Exception:
+            except Exception as error:
                 self.connection.drop()
+                if failed is not None and not isinstance(error, BatchAbandonedError):
+                    failed()
                 raise
 
         dialect = self.connection.dialect
@@ -133,7 +150,10 @@ class BatchApplier:
             return with_retries(attempt, what, dialect)
         except Exception as error:
             # A Spark that did not start, say: no row of the batch is to blame.
-            if isinstance(error, LostLeadershipError | TransientApplyError | ConfigError):
+            if isinstance(
+                error,
+                LostLeadershipError | TransientApplyError | ConfigError | BatchAbandonedError,
+            ):
                 raise
             dialect = self.connection.dialect
             if dialect.is_transient(error):

@@ -13,6 +13,7 @@ import threading
 import time
 
 from config.errors import (
+    BatchAbandonedError,
     BatchTooLargeError,
     PartsRestartError,
     RowRefusedError,
@@ -27,6 +28,7 @@ from core.tso import describe_tso, tso_age
 from spark_sink.batches import PlannedBatch, next_batch_rows
 from spark_sink.db.checkpoint import Checkpoint
 from spark_sink.dead_letters import add_dead_letters
+from spark_sink.in_order import InOrder, Turn
 from spark_sink.metrics import record_batch
 from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
@@ -35,6 +37,7 @@ from spark_sink.stuck import StuckWatch
 from spark_sink.target import Target
 from spark_sink.topic_gate import ResolvedGate
 from spark_sink.unplannable import dead_letter_all
+from spark_sink.write_set import write_set
 
 log = logging.getLogger("ticdc_sink.sink")
 
@@ -78,6 +81,11 @@ class SinkLoop:
         # Set by SIGTERM/SIGINT: the round ends after the batch in progress, so a stop waits for
         # one batch, never for the backlog.
         self._stop = stop or threading.Event()
+        # With more than one connection: the batches in flight beside each other, committed
+        # in order (their lanes are the target's connections by index).
+        lanes = list(range(len(target.lanes)))
+        self._in_order: InOrder[int] | None = InOrder(lanes) if len(lanes) > 1 else None
+        self._counted = threading.Lock()
 
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts.
@@ -105,12 +113,18 @@ class SinkLoop:
                 if upto is None or upto <= after:
                     return checkpoint.resolved_ts
                 rounds = read_rounds(
-                    self.settings, self.staging, after, upto, self.batch_rows, self.gate.resolved
+                    self.settings,
+                    self.staging,
+                    after,
+                    upto,
+                    self.batch_rows,
+                    self.gate.resolved,
+                    ahead=len(self.target.lanes),
                 )
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:
                     raise RuntimeError("the sink's round ended before its first step")
-        except PartsRestartError as error:
+        except (PartsRestartError, BatchAbandonedError) as error:
             if rounds is not None:
                 rounds.close()
             log.info("%s", error)
@@ -187,6 +201,8 @@ class SinkLoop:
         """Stop reading ahead (the thread ends after the step it is making) and trim the last
         applied round if the thread had not yet."""
         ahead = self._drop_ahead()
+        if self._in_order is not None:
+            self._in_order.close()
         self.target.abandon()
         untrimmed = None if ahead is None else ahead.rounds.gate.untrimmed
         if untrimmed is not None:
@@ -216,34 +232,70 @@ class SinkLoop:
     def _apply_round(self, rounds: Rounds, checkpoint: Checkpoint) -> int | None:
         """Apply a round's steps up to its end, keep the rest read ahead; returns the round's
         resolved ts, or None when the steps end before their first (no round). Asked to stop,
-        it ends the round after the step in progress and returns how far that step took the
+        it ends the round after the steps in progress and returns how far they took the
         checkpoint (the rest stays staged for the next sink)."""
+        try:
+            return self._apply_steps(rounds, checkpoint)
+        except BaseException:
+            self._settle()
+            raise
+
+    def _apply_steps(self, rounds: Rounds, checkpoint: Checkpoint) -> int | None:
         started = False
         applied = checkpoint.resolved_ts
         for step in rounds.steps:
             started = True
             if isinstance(step, RoundEnd):
+                self._drain()
                 # Every batch before the end is applied: the thread may trim and read on.
                 rounds.gate.applied()
                 self._ahead = Ahead(step.resolved, rounds)
                 return step.resolved
             if self._stop.is_set():
                 rounds.close()
+                applied = max(applied, self._drain() or 0)
                 # A transaction's parts without their last: rolled back, read again later.
                 self.target.abandon()
                 log.info("stopping: the round ends at ts %s, the rest stays staged", applied)
                 return applied
             if isinstance(step, DDLEvent):
+                self._drain()
                 offsets = self.staging.replay_offsets(step.commit_ts)
                 self.target.apply_ddl(step, checkpoint, self.epoch, offsets)
                 applied = step.commit_ts
+            elif self._in_order is not None and not step.split:
+                self._submit(self._in_order, step)
             else:
+                self._drain()
                 self._apply(step)
                 if not step.continued:
                     applied = step.upto
         if started:
             raise RuntimeError("the sink's rounds ended before the round did")
         return None
+
+    def _submit(self, in_order: InOrder[int], batch: PlannedBatch) -> None:
+        """Start ``batch`` on a free connection once no batch in flight meets its write set."""
+        writes = write_set(batch.plans, self.target.router)
+
+        def run(lane: int, turn: Turn) -> int:
+            return self._apply(batch, lane, turn)
+
+        in_order.submit(writes, batch.upto, run)
+
+    def _drain(self) -> int | None:
+        """Wait for the batches in flight to commit; how far the last took the checkpoint."""
+        return None if self._in_order is None else self._in_order.drain()
+
+    def _settle(self) -> None:
+        """After a failure: wait for the batches in flight (those before the failure commit),
+        their own errors logged, not raised over the one that ended the round."""
+        if self._in_order is None or not self._in_order.busy:
+            return
+        try:
+            self._in_order.drain()
+        except Exception as error:
+            log.info("a batch in flight did not commit: %s", error)
 
     def _release_after(self, checkpoint: Checkpoint) -> int:
         """The commit ts after which changes are released: the checkpoint, or just before it
@@ -267,7 +319,9 @@ class SinkLoop:
             )
         self.staging.mark_lineage()
 
-    def _apply(self, batch: PlannedBatch) -> None:
+    def _apply(self, batch: PlannedBatch, lane: int = 0, turn: Turn | None = None) -> int:
+        """Apply ``batch`` on the connection of ``lane``, committing once its ``turn`` comes
+        (right away without one); returns the rows merged."""
         started = time.perf_counter()
         offsets = self.staging.replay_offsets(batch.upto)
         # Before the batch commits, as refused rows: a crash in between finds them again.
@@ -278,11 +332,12 @@ class SinkLoop:
             self.settings.redis.dead_letter_max_entries,
         )
         if batch.split:
-            self._apply_part(batch, offsets, started)
-            return
+            return self._apply_part(batch, offsets, started)
         while True:
             try:
-                merged = self.target.apply_batch(batch.plans, batch.upto, self.epoch, offsets)
+                merged = self.target.apply_batch(
+                    batch.plans, batch.upto, self.epoch, offsets, lane, turn
+                )
                 break
             except RowRefusedError as refused:
                 if self.settings.sink.on_row_error is OnRowError.STOP:
@@ -297,7 +352,8 @@ class SinkLoop:
                     self.settings.redis.dead_letter_max_entries,
                 )
                 without_refused(batch.plans, rows)
-        self.applied_rows += merged
+        with self._counted:
+            self.applied_rows += merged
         elapsed = time.perf_counter() - started
         record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
         log.info(
@@ -307,8 +363,9 @@ class SinkLoop:
             describe_tso(batch.upto),
             tso_age(batch.upto),
         )
+        return merged
 
-    def _apply_part(self, batch: PlannedBatch, offsets: dict[str, int], started: float) -> None:
+    def _apply_part(self, batch: PlannedBatch, offsets: dict[str, int], started: float) -> int:
         """A part of a transaction larger than a chunk. A row the downstream refuses in it
         stops the sink even under ``deadletter``: the parts before it are rolled back and
         gone from memory, so the rest of the transaction could not go on without them."""
@@ -335,7 +392,7 @@ class SinkLoop:
                 describe_tso(batch.upto),
                 elapsed,
             )
-            return
+            return merged
         self._stuck.committed(batch.upto)
         record_batch(
             self.settings.group,
@@ -352,3 +409,4 @@ class SinkLoop:
             elapsed,
             describe_tso(batch.upto),
         )
+        return merged

@@ -99,13 +99,15 @@ def read_rounds(
     resolved: int,
     batch_rows: int,
     resolved_ts: ResolvedTs | None = None,
+    ahead: int = 1,
 ) -> Rounds:
     """Rounds from the one of the changes after ``after`` up to ``resolved``, read and planned
-    by a thread while the loop applies (the apply mostly waits on the downstream): one batch
-    applied, one planned, one being read; each next round up to ``resolved_ts()``."""
+    by a thread while the loop applies (the apply mostly waits on the downstream): the batches
+    being applied, ``ahead`` planned (one per connection the loop applies on), one being read;
+    each next round up to ``resolved_ts()``."""
     gate = RoundGate()
     planned = planned_rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
-    steps = read_ahead(planned, limit=1, chunk=1, pipeline=settings.group)
+    steps = read_ahead(planned, limit=ahead, chunk=1, pipeline=settings.group)
     return Rounds(steps, gate)
 
 

@@ -20,6 +20,7 @@ from spark_sink.db.split_position import SplitPosition, SplitPositionTable
 from spark_sink.ddl.apply import DDLApplier
 from spark_sink.ddl.rewrite import named_tables
 from spark_sink.ddl.text import may_change_foreign_keys
+from spark_sink.in_order import Turn
 from spark_sink.load.spark_start import SparkStart, sink_spark
 from spark_sink.load.staging_tables import StagingTables
 from spark_sink.plan import TablePlan
@@ -42,13 +43,21 @@ class Target:
         self.positions = SplitPositionTable(settings.downstream.meta_db, settings.group)
         self.downstream = SinkConnection(settings, self._prepare)
         self.tables = StagingTables(settings, self.router)
-        self.batches = BatchApplier(
-            settings,
-            self.downstream,
-            self.checkpoints,
-            self.tables,
-            spark or SparkStart(sink_spark(settings)),
-        )
+        spark = spark or SparkStart(sink_spark(settings))
+        self.batches = BatchApplier(settings, self.downstream, self.checkpoints, self.tables, spark)
+        # The appliers that apply a round's batches beside each other, each over a connection
+        # and staging tables of its own (``TICDC_SINK_APPLY_CONNECTIONS``); the first is the
+        # sink's own, which alone applies DDL, parts and chunks, with no batch in flight.
+        self.lanes = [self.batches] + [
+            BatchApplier(
+                settings,
+                SinkConnection(settings, self._prepare),
+                self.checkpoints,
+                StagingTables(settings, self.router, lane),
+                spark,
+            )
+            for lane in range(1, settings.sink.apply_connections)
+        ]
         self.chunks = ChunkApplier(self.batches, self.positions)
         self.ddl = DDLApplier(settings, self.downstream, self.checkpoints, self.router)
 
@@ -62,7 +71,8 @@ class Target:
         return self.downstream.open()
 
     def drop_connection(self) -> None:
-        self.downstream.drop()
+        for lane in self.lanes:
+            lane.connection.drop()
 
     def is_transient(self, error: BaseException) -> bool:
         """Whether the server (as its dialect says) may accept what failed with ``error`` later."""
@@ -79,10 +89,18 @@ class Target:
         self.batches.abandon()
 
     def apply_batch(
-        self, plans: Sequence[TablePlan], resolved_ts: int, epoch: int, offsets: dict[str, int]
+        self,
+        plans: Sequence[TablePlan],
+        resolved_ts: int,
+        epoch: int,
+        offsets: dict[str, int],
+        lane: int = 0,
+        turn: Turn | None = None,
     ) -> int:
-        """Apply a batch and advance the checkpoint to ``resolved_ts``; returns rows merged."""
-        return self.batches.apply(plans, resolved_ts, epoch, offsets)
+        """Apply a batch on the connection of ``lane`` and advance the checkpoint to
+        ``resolved_ts`` once its ``turn`` comes (:mod:`spark_sink.in_order`); returns rows
+        merged."""
+        return self.lanes[lane].apply(plans, resolved_ts, epoch, offsets, turn)
 
     def apply_part(
         self,
@@ -131,7 +149,8 @@ class Target:
         named = None
         if query is not None and not keys and self.tables.knows_tables():
             named = named_tables(query, action.home)
-        self.tables.forget_layouts(foreign_keys=keys, tables=named)
+        for lane in self.lanes:
+            lane.tables.forget_layouts(foreign_keys=keys, tables=named)
 
     def _prepare(self, cursor: Any, dialect: Dialect) -> None:
         """On connecting: the checkpoint table, written in the server's dialect."""

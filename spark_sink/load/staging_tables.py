@@ -98,9 +98,12 @@ class Layout:
 class StagingTables:
     """The downstream tables a batch writes and their staging tables, per routed table."""
 
-    def __init__(self, settings: Settings, router: Router) -> None:
+    def __init__(self, settings: Settings, router: Router, lane: int = 0) -> None:
         self.settings = settings
         self.router = router
+        # The sink's connection these staging tables are for: each connection applying
+        # batches beside the others loads into staging tables of its own.
+        self.lane = lane
         self._layouts: dict[tuple[str, str], Layout] = {}
         # What decides whether a table's rows may replace in place (keys, foreign keys, triggers).
         self._facts: dict[tuple[str, str], TableFacts] = {}
@@ -327,7 +330,8 @@ class StagingTables:
         layout = "\x00".join(f"{c.name}\x01{c.staging_type}" for c in columns)
         identity = f"{schema}\x00{table}\x00{layout}\x00{probe}\x00{STAGING_LAYOUT}"
         digest = hashlib.sha1(identity.encode()).hexdigest()[:16]
-        name = f"stage_{self.settings.group}_{digest}"[:64]
+        lane = f"_{self.lane}" if self.lane else ""
+        name = f"stage_{self.settings.group}_{digest}"[: 64 - len(lane)] + lane
         qualified = table_name(self.settings.downstream.meta_db, name)
         create = dialect.create_staging(
             qualified,

@@ -243,6 +243,7 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
             chunk_rows=st.integers(2, 8),
             chunk_bytes=st.sampled_from([None, 48, 200]),
             batch_tables=st.sampled_from([None, 1]),
+            connections=st.sampled_from([1, 3]),
         )
         def start(
             self,
@@ -250,6 +251,7 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
             chunk_rows: int,
             chunk_bytes: int | None,
             batch_tables: int | None,
+            connections: int,
         ) -> None:
             values: dict[str, Any] = {
                 "group": self.name,
@@ -258,6 +260,7 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
                 "chunk_rows": chunk_rows,
                 # Never Spark: its JVM would take longer than every example together.
                 "spark_min_rows": 10**9,
+                "apply_connections": connections,
             }
             if chunk_bytes is not None:
                 values["chunk_bytes"] = chunk_bytes
@@ -480,7 +483,9 @@ def test_a_transaction_in_parts_before_the_round_end_or_a_ddl_commits_and_the_si
     a DDL. Each last part commits at its transaction's ts, and the sink goes on."""
     machine = sink_loop_machine(downstream_settings, redis_client)()
     try:
-        machine.start(batch_rows=24, chunk_rows=4, chunk_bytes=None, batch_tables=None)
+        machine.start(
+            batch_rows=24, chunk_rows=4, chunk_bytes=None, batch_tables=None, connections=1
+        )
         machine.transaction(seed=1, size=40, resolved_past=5)
         machine.settle()
         machine.downstream_is_the_upstream_at_its_checkpoint()
