@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from core.model import ColumnFlag, ColumnType
 from config.settings import Route
+from core.model import ColumnFlag, ColumnType
 from spark_sink.plan import TablePlan
 from spark_sink.routing import Router
 from spark_sink.write_set import write_set
