@@ -111,7 +111,7 @@ class BatchApplier:
             lambda: self.committed_upto(resolved_ts),
             f"batch up to {resolved_ts}",
             resolved_ts,
-            None if turn is None else turn.failed,
+            turn,
         )
 
     def apply_recorded(
@@ -121,11 +121,12 @@ class BatchApplier:
         committed: Callable[[], bool],
         what: str,
         resolved_ts: int,
-        failed: Callable[[], None] | None = None,
+        turn: Turn | None = None,
     ) -> int:
         """Apply ``plans`` with ``record`` (the checkpoint's, or a chunk's position) in one
         transaction, retried over outages; ``committed`` says whether a commit in doubt was;
-        ``failed`` is told of each failed attempt, before its retry."""
+        a ``turn`` is told of each failed attempt, before its retry, and says when the batch
+        may write where the server locks gaps."""
         self.abandon()
         retried = False
 
@@ -138,11 +139,11 @@ class BatchApplier:
                 if retried and committed():
                     return 0
                 retried = True
-                return self._apply_once(plans, record)
+                return self._apply_once(plans, record, turn)
             except Exception as error:
                 self.connection.drop()
-                if failed is not None and not isinstance(error, BatchAbandonedError):
-                    failed()
+                if turn is not None and not isinstance(error, BatchAbandonedError):
+                    turn.failed()
                 raise
 
         dialect = self.connection.dialect
@@ -238,7 +239,9 @@ class BatchApplier:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""
         return read_checkpoint(self.connection, self.checkpoints).resolved_ts >= resolved_ts
 
-    def _apply_once(self, plans: Sequence[TablePlan], record: Callable[[Any], None]) -> int:
+    def _apply_once(
+        self, plans: Sequence[TablePlan], record: Callable[[Any], None], turn: Turn | None
+    ) -> int:
         conn = self.connection.open()
         dialect = self.connection.dialect
         empty = self.tables.known_empty(conn)
@@ -267,7 +270,11 @@ class BatchApplier:
             )
             committed = path is LoadPath.SPARK
             cleanups.append(dialect.empty_staging(load.stage, len(load.images), committed))
+        if turn is not None and dialect.locks_gaps():
+            turn.wait_to_write()
         merged = merge_tables(cursor, dialect, staged, [p is LoadPath.IN_PLACE for p in paths])
+        if turn is not None:
+            turn.written()
         for cleanup in cleanups:
             if cleanup.in_batch:
                 cursor.execute(cleanup.statement)

@@ -49,20 +49,44 @@ class Turn:
         self._done = False
         self._committed = False
         self._cancelled = False
+        # Whether this batch's writes into the downstream's tables are done (or it is).
+        self._written = False
 
     def wait(self) -> None:
+        """Return once the batch before has committed: this one may record its checkpoint
+        and commit."""
         before = self._before
         with self._changed:
             self._changed.wait_for(lambda: self._cancelled or before is None or before._done)
             if before is not None and not before._committed:
                 self._cancelled = True
-            if self._cancelled:
-                raise BatchAbandonedError(
-                    f"the batch up to {self.upto} was rolled back: a batch before it failed; it "
-                    "is read again from the checkpoint"
-                )
+            self._check()
         # Dropped: a long round must not keep every turn before this one alive.
         self._before = None
+
+    def wait_to_write(self) -> None:
+        """Return once the batch before has written the downstream's tables (it only commits
+        from then on, so it never waits on a lock this one takes)."""
+        before = self._before
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._cancelled or before is None or before._written or before._done
+            )
+            if before is not None and before._done and not before._committed:
+                self._cancelled = True
+            self._check()
+
+    def written(self) -> None:
+        with self._changed:
+            self._written = True
+            self._changed.notify_all()
+
+    def _check(self) -> None:
+        if self._cancelled:
+            raise BatchAbandonedError(
+                f"the batch up to {self.upto} was rolled back: a batch before it failed; it "
+                "is read again from the checkpoint"
+            )
 
     def cancel(self) -> None:
         """Called with the condition held."""
@@ -70,7 +94,10 @@ class Turn:
         self._changed.notify_all()
 
     def failed(self) -> None:
-        """An attempt of this batch failed: every later batch in flight is rolled back."""
+        """An attempt of this batch failed: every later batch in flight is rolled back (and
+        its next attempt writes anew: the batches after it wait for that)."""
+        with self._changed:
+            self._written = False
         if self._failed is not None:
             self._failed(self)
 
@@ -109,6 +136,8 @@ class InOrder(Generic[Lane]):
         self._broken = False
         # The resolved ts of the last batch committed.
         self.committed_upto: int | None = None
+        # The most batches in flight at once so far (what the connections bought).
+        self.most_in_flight = 0
         # The error of the first batch that did not commit, raised by drain().
         self._error: BaseException | None = None
 
@@ -142,6 +171,7 @@ class InOrder(Generic[Lane]):
                         self._last = turn
                         future = self._pool.submit(self._run, run, lane, turn)
                         state.in_flight.append(_InFlight(turn, writes, future, lane))
+                        self.most_in_flight = max(self.most_in_flight, len(state.in_flight))
                         # Woken once the future is done, not only once the turn is.
                         future.add_done_callback(self._notify)
                         return

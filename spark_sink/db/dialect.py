@@ -295,6 +295,13 @@ class Dialect:
         staging table's insert, the upsert, the staging table's delete)."""
         return True
 
+    def locks_gaps(self) -> bool:
+        """Whether a write may lock the gap next to a row as well as the row (InnoDB: REPLACE
+        and a duplicate key's check take next-key locks, even in READ COMMITTED), so that two
+        batches writing disjoint keys can still wait for each other: batches applied beside
+        each other then write their tables one after another (:mod:`spark_sink.in_order`)."""
+        return True
+
     # --- sessions ------------------------------------------------------------------------------
 
     def use_database(self, database: str) -> str:
@@ -435,6 +442,10 @@ class TiDBDialect(Dialect):
     def table_cache_query(self) -> str | None:
         # TiDB's schema cache holds every table's definition; it opens no table handles.
         return None
+
+    def locks_gaps(self) -> bool:
+        # TiDB locks the keys a pessimistic transaction writes, never a gap between them.
+        return False
 
     def loads_in_place(self) -> bool:
         # TiDB's LOAD DATA does not join the session's transaction the way InnoDB's does (it has

@@ -119,3 +119,36 @@ def test_the_first_error_is_raised_and_nothing_after_it_commits() -> None:
     in_order.close()
     assert log.events == ["start b"]
     assert in_order.committed_upto is None
+
+
+def test_where_the_server_locks_gaps_a_batch_writes_after_the_one_before_has_written() -> None:
+    log = Log()
+    in_order = InOrder([0, 1])
+
+    def first(lane: int, turn: Turn) -> int:
+        log.add("load a")
+        time.sleep(0.2)
+        turn.wait_to_write()
+        log.add("write a")
+        turn.written()
+        time.sleep(0.1)
+        turn.wait()
+        log.add("commit a")
+        return 1
+
+    def second(lane: int, turn: Turn) -> int:
+        log.add("load b")
+        turn.wait_to_write()
+        log.add("write b")
+        turn.written()
+        turn.wait()
+        log.add("commit b")
+        return 1
+
+    in_order.submit(writes(1), 1, first)
+    in_order.submit(writes(2), 2, second)
+    in_order.drain()
+    in_order.close()
+    # Loaded at once; b writes once a has written (while a is still to commit).
+    assert sorted(log.events[:2]) == ["load a", "load b"]
+    assert log.events[2:] == ["write a", "write b", "commit a", "commit b"]

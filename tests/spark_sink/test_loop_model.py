@@ -90,6 +90,10 @@ class Upstream:
     # (commit ts, whether a DDL, the state after it), in commit-ts order.
     history: list[tuple[int, bool, State]] = field(default_factory=list)
     serial: int = 0
+    # Keys are drawn below this; changes to rows the table holds are this share of a
+    # transaction's keyed changes (the rest inserts).
+    ids: int = 1_000
+    changes: float = 0.75
 
     def state(self) -> State:
         return tuple(sorted(self.keyed.values())), tuple(sorted(self.keyless.elements()))
@@ -107,19 +111,24 @@ class Upstream:
             state = after
         return state
 
-    def transaction(self, rng: random.Random, ts: int, db: str, size: int) -> list[RowChange]:
+    def transaction(
+        self, rng: random.Random, ts: int, db: str, size: int, keyless: float = 0.3
+    ) -> list[RowChange]:
         """``size`` changes at ``ts``, at most one per row (as TiCDC sends a transaction):
         inserts, updates (some moving the key, some of those split into a delete and an insert
-        as TiCDC splits them), deletes; on the key-less table, images added and removed."""
+        as TiCDC splits them), deletes; on the key-less table (a ``keyless`` share of them),
+        images added and removed."""
         changes: list[RowChange] = []
         touched: set[int] = set()
         removable = Counter(self.keyless)
         for _ in range(size):
-            if rng.random() < 0.3:
+            if rng.random() < keyless:
                 changes.append(self._keyless_change(rng, ts, db, removable))
                 continue
             free = [i for i in self.keyed if i not in touched]
-            choice = rng.choice(["insert", "update", "move", "delete"]) if free else "insert"
+            choice = "insert"
+            if free and rng.random() < self.changes:
+                choice = rng.choice(["update", "move", "delete"])
             if choice == "insert":
                 new_id = self._free_id(rng)
                 self.serial += 1
@@ -158,7 +167,7 @@ class Upstream:
 
     def _free_id(self, rng: random.Random) -> int:
         while True:
-            candidate = rng.randrange(1_000)
+            candidate = rng.randrange(self.ids)
             if candidate not in self.keyed:
                 return candidate
 
@@ -305,10 +314,10 @@ def sink_loop_machine(base: Settings, redis_client: RedisClient) -> type[RuleBas
             self.staging.stage(tp, self.offsets[partition], rows, **extra)
             self.offsets[partition] += 1
 
-        def stage_transaction(self, seed: int, size: int) -> None:
+        def stage_transaction(self, seed: int, size: int, keyless: float = 0.3) -> None:
             rng = random.Random(seed)
             ts = self.next_ts(rng)
-            changes = self.upstream.transaction(rng, ts, self.db, size)
+            changes = self.upstream.transaction(rng, ts, self.db, size, keyless)
             by_partition: dict[int, list[RowChange]] = {}
             for change in changes:
                 by_partition.setdefault(partition_of(change), []).append(change)
