@@ -10,10 +10,12 @@ Two phases on a fresh topic each, plus the raw baseline, in one run:
 Baseline: raw PyMySQL multi-row upserts of the same final rows into the same server. Also the peak
 RSS of each process, and each process's CPU per row change in the throughput phase (the worker,
 the sink, Redis, and the downstream when it runs on this machine). ``--downstream`` writes into
-another server than the settings' (MariaDB).
+another server than the settings' (MariaDB). ``--connections 1,2,4`` runs the throughput phase once
+per count of sink connections (``TICDC_SINK_APPLY_CONNECTIONS``), each against the raw upserts
+over as many connections (a process each, every one upserting its own share of the rows).
 
     python -m benchmarks.bench_e2e [--transactions N] [--seconds D] [--repeat R]
-        [--downstream mysql://USER@HOST:PORT/]
+        [--downstream mysql://USER@HOST:PORT/] [--connections 1,2,4,8]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import multiprocessing
 import os
 import signal
 import statistics
@@ -56,13 +59,14 @@ def now_tso() -> int:
     return int(time.time() * 1000) << TSO_SHIFT
 
 
-def spawn(settings: Settings, command: str) -> subprocess.Popen[bytes]:
+def spawn(settings: Settings, command: str, connections: int = 1) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "TICDC_SINK_GROUP": settings.group,
         "TICDC_SINK_TOPICS": settings.kafka.topics[0],
         "TICDC_SINK_PROTOCOL": "open",
         "TICDC_SINK_WEB_PORT": "0",
+        "TICDC_SINK_APPLY_CONNECTIONS": str(connections),
     }
     return subprocess.Popen(
         [sys.executable, "-m", "ticdc_sink", command], env=env,
@@ -104,7 +108,7 @@ def process_cpu(processes: dict[str, int | None], client: Any) -> dict[str, floa
 
 
 def throughput(
-    settings: Settings, transactions: int
+    settings: Settings, transactions: int, connections: int = 1
 ) -> tuple[float, int, dict[str, float], dict[str, float]]:
     """Row changes/s, row changes, peak RSS MiB per process, and CPU us per row change per
     process (worker, sink, Redis, the downstream when it runs here)."""
@@ -112,7 +116,7 @@ def throughput(
     client = redis_client(run)
     staging = Staging(client, run.group)
     # The sink first: it leads once Spark has started, then waits for work.
-    sink = spawn(run, "apply")
+    sink = spawn(run, "apply", connections)
     while not staging.sink_leads():
         time.sleep(0.05)
     expected = Path(".ticdc-sink") / f"{run.group}.json"
@@ -219,15 +223,21 @@ def lag(settings: Settings, rate: float, seconds: float) -> list[float]:
 RAW_DB = f"bench_raw_{os.getpid()}"
 
 
-def raw_rate(settings: Settings, expected_rows: int) -> float:
-    """PyMySQL multi-row upserts of the scenario's final orders rows, as many as were replicated."""
+def raw_rows(expected_rows: int) -> list[dict[str, Any]]:
+    """The scenario's final orders rows, as many as were replicated."""
     scenario = Scenario(seed=5, transactions=10**6, schema=RAW_DB)
     rows: list[dict[str, Any]] = []
     for _ in scenario.history():
         rows = list(scenario.state["orders"].values())
         if len(rows) >= expected_rows:
             break
-    columns = list(rows[0])
+    return rows
+
+
+def raw_rate(settings: Settings, expected_rows: int, connections: int = 1) -> float:
+    """PyMySQL multi-row upserts of the scenario's final orders rows, as many as were
+    replicated, over ``connections`` processes at once (each its own share of the rows)."""
+    rows = raw_rows(expected_rows)
     with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS {RAW_DB}")
         cursor.execute(f"CREATE DATABASE {RAW_DB}")
@@ -236,58 +246,80 @@ def raw_rate(settings: Settings, expected_rows: int) -> float:
             "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
             "tag VARBINARY(16), extra VARCHAR(8))"
         )
-        names = ", ".join(quote(c) for c in columns)
-        updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns[1:])
+    shares = [rows[i::connections] for i in range(connections)]
+    context = multiprocessing.get_context("fork")
+    start = context.Barrier(connections + 1)
+    with context.Pool(connections) as pool:
+        done = pool.map_async(_upsert_share, [(settings, share, start) for share in shares])
+        start.wait()
         started = time.perf_counter()
-        for start in range(0, len(rows), 1000):
-            chunk = rows[start : start + 1000]
+        done.get()
+        return len(rows) / (time.perf_counter() - started)
+
+
+def _upsert_share(job: tuple[Settings, list[dict[str, Any]], Any]) -> None:
+    settings, rows, start = job
+    columns = list(rows[0])
+    names = ", ".join(quote(c) for c in columns)
+    updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns[1:])
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        start.wait()
+        for offset in range(0, len(rows), 1000):
+            chunk = rows[offset : offset + 1000]
             marks = ", ".join(["(" + ", ".join(["%s"] * len(columns)) + ")"] * len(chunk))
             cursor.execute(
                 f"INSERT INTO {RAW_DB}.orders ({names}) VALUES {marks} "
                 f"ON DUPLICATE KEY UPDATE {updates}",
                 [row.get(c) for row in chunk for c in columns],
             )
-        return len(rows) / (time.perf_counter() - started)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transactions", type=int, default=4_000)
-    parser.add_argument("--seconds", type=float, default=30)
+    parser.add_argument("--seconds", type=float, default=30, help="0: no lag phase")
     parser.add_argument("--repeat", type=int, default=3, help="best of R throughput runs")
+    parser.add_argument(
+        "--connections", default="1", help="sink connections to run with, comma-separated"
+    )
     add_downstream_option(parser)
     args = parser.parse_args()
     settings = settings_for(args.downstream)
+    counts = [int(n) for n in args.connections.split(",")]
     # Best of R for both sides: neighbours on a shared machine only ever slow a run down. The
     # sides alternate, so that both meet the server's background flushing after a run alike.
-    runs, raws = [], []
+    results = {}
     try:
-        for _ in range(args.repeat):
-            runs.append(throughput(settings, args.transactions))
-            raws.append(raw_rate(settings, 20_000))
-        rate, changes, peaks, per_row = max(runs, key=lambda run: run[0])
-        baseline = max(raws)
-        samples = sorted(lag(settings, rate / 2, args.seconds))
+        for count in counts:
+            runs, raws = [], []
+            for _ in range(args.repeat):
+                runs.append(throughput(settings, args.transactions, count))
+                raws.append(raw_rate(settings, 20_000, count))
+            results[count] = (max(runs, key=lambda run: run[0]), max(raws))
+        first = results[counts[0]][0]
+        samples = sorted(lag(settings, first[0] / 2, args.seconds)) if args.seconds else []
     finally:
         asyncio.run(delete_topics(settings, _TOPICS))
         with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {RAW_DB}")
-    p50 = statistics.median(samples) if samples else float("nan")
-    p99 = samples[int(len(samples) * 0.99) - 1] if samples else float("nan")
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
     print(f"downstream {settings.downstream.url} ({server_version(settings)})")
-    print(f"{'measure':46} {'value':>12}")
-    print(f"{'sustained end-to-end row changes/s':46} {rate:12,.0f}")
-    print(f"{'raw PyMySQL multi-row upsert rows/s':46} {baseline:12,.0f}")
-    print(f"{'ratio (target >= 0.80)':46} {rate / baseline:12.2f}")
-    print(f"{'lag p50 at half that load, s':46} {p50:12.2f}")
-    print(f"{'lag p99 at half that load, s (target < 5)':46} {p99:12.2f}")
-    print(f"{'peak RSS worker / sink, MiB':46} {peaks['worker']:5.0f} / {peaks['sink']:5.0f}")
+    print(f"{'connections':>11} {'end-to-end rows/s':>18} {'raw upsert rows/s':>18} {'ratio':>6} "
+          f"{'worker / sink MiB':>18}")  # fmt: skip
+    for count, ((rate, _, peaks, _), baseline) in results.items():
+        print(f"{count:>11} {rate:>18,.0f} {baseline:>18,.0f} {rate / baseline:>6.2f} "
+              f"{peaks['worker']:>9.0f} / {peaks['sink']:>5.0f}")  # fmt: skip
+    rate, changes, _, per_row = first
+    if samples:
+        p50 = statistics.median(samples)
+        p99 = samples[int(len(samples) * 0.99) - 1]
+        print(f"lag at half the rate of {counts[0]} connection(s): p50 {p50:.2f} s, "
+              f"p99 {p99:.2f} s (target < 5)")  # fmt: skip
     # What a 2-core machine's end-to-end rate is bounded by: docs/scaling.md, The model.
-    print("CPU us per row change in the best run: " + ", ".join(
+    print(f"CPU us per row change, {counts[0]} connection(s): " + ", ".join(
         f"{name} {spent:.1f}" for name, spent in per_row.items()
     ) + f"; all {sum(v for v in per_row.values() if not math.isnan(v)):.1f}")  # fmt: skip
-    print(f"{changes} row changes in the throughput phase, best of {args.repeat} runs")
+    print(f"{changes} row changes in each throughput run, best of {args.repeat} runs a side")
 
 
 if __name__ == "__main__":
