@@ -228,7 +228,7 @@ def expected_state(scenario: Scenario, protocol: str = "open") -> dict[str, Any]
         return value
 
     return {
-        f"{scenario.schema}.{scenario.names[table]}": {
+        f"{scenario.databases[table]}.{scenario.names[table]}": {
             "columns": list(scenario.columns[table]),
             "rows": [
                 [cell(kind, row[c]) for c, kind in scenario.columns[table].items()]
@@ -251,7 +251,7 @@ def avro_topics(topic: str, scenario: Scenario) -> list[str]:
 
     skipped = _skipped_tables(Protocol.AVRO)
     return [
-        topic_for(topic, scenario.schema, name)
+        topic_for(topic, scenario.databases[table], name)
         for table in scenario.columns
         if table not in skipped
         for name in sorted({table, scenario.names[table]})
