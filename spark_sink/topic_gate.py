@@ -111,8 +111,8 @@ class ResolvedGate:
         lowered, left_out = past_retired(standing, ends)
         if set(left_out) - self._left_out:
             log.info(
-                "%s: its table went away (DROP or RENAME TABLE, applied in commit-ts order); its "
-                "partitions no longer hold the resolved ts",
+                "%s: its table went away (DROP TABLE, RENAME TABLE or DROP DATABASE, applied in "
+                "commit-ts order); its partitions no longer hold the resolved ts",
                 ", ".join(f"topic {topic}" for topic in sorted(set(left_out) - self._left_out)),
             )
         self._left_out = set(left_out)

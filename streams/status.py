@@ -199,7 +199,7 @@ def render(document: dict[str, Any], now: float | None = None) -> str:
         f"dead letters {document['dead_letters']}",
         f"  blocking the global resolved ts: {', '.join(document['blocking_partitions']) or '-'}",
         *(
-            [f"  left out (table dropped or renamed): {', '.join(retired)}"]
+            [f"  left out (table or database dropped, or table renamed): {', '.join(retired)}"]
             if (retired := document.get("retired_topics"))
             else []
         ),

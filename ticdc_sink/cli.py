@@ -186,7 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--table-changes",
         action="store_true",
         help="rename customers to clients and truncate orders three fifths of the way, drop "
-        "events and create it again with a column more seven tenths of the way",
+        "events and create it again with a column more seven tenths of the way; a second "
+        "database <schema>_b with a table accounts a fifth of the way, dropped (DROP DATABASE) "
+        "four fifths of the way and made again, its table with a column more, nine tenths",
     )
     produce.add_argument("--expected", default=commands.DEFAULT_EXPECTED, help="state file")
     produce.set_defaults(handler=commands.produce)

@@ -36,7 +36,8 @@ def _stream(path: str) -> Iterator[tuple[int, int, bytes | None, bytes]]:
         try:
             item = orjson.loads(line)
             key = None if item["k"] is None else base64.b64decode(item["k"], validate=True)
-            value = base64.b64decode(item["v"], validate=True)
+            # A null value is a tombstone: an Avro delete (the codec reads it as empty).
+            value = b"" if item["v"] is None else base64.b64decode(item["v"], validate=True)
             partition = int(item["p"])
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, binascii.Error):
             raise ValueError(f"line {number} is not a {{p, k, v}} object") from None

@@ -63,10 +63,16 @@ def run_recover(settings: Settings, dry_run: bool = False, assume_yes: bool = Fa
     staging = Staging(redis_client(settings), settings.group)
     # The dead letters are a record, not state to rebuild: a recovery keeps them. So are the
     # schemas fetched from a registry: an id's schema never changes. And the retired topics: a
-    # DROP or RENAME TABLE at or below the checkpoint is not replayed, and its topic would hold
-    # the resolved ts again (keeping one is always safe: core/staging/retired.py).
+    # DROP or RENAME TABLE or DROP DATABASE at or below the checkpoint is not replayed, and its
+    # topics would hold the resolved ts again (keeping one is always safe:
+    # core/staging/retired.py).
     kept = frozenset(
-        {staging.keys.dead_letters, staging.keys.registry_schemas, staging.keys.retired}
+        {
+            staging.keys.dead_letters,
+            staging.keys.registry_schemas,
+            staging.keys.retired,
+            staging.keys.dropped_databases,
+        }
     )
     doomed = staging.stored_keys(keep=kept)
     at = f"checkpoint ts {describe_tso(checkpoint.resolved_ts)}" if checkpoint else "no checkpoint"

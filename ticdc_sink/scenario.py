@@ -2,8 +2,10 @@
 
 Three tables in ``shop``: ``customers`` (primary key plus a NOT NULL unique email that changes now
 and then), ``orders`` (primary-key changes, DECIMAL, DATETIME(6), binary, a column added mid-stream
-and, with ``drop_column``, one dropped later), and ``events`` (no key at all). Transactions hold
-1-50 row changes. The model of the tables after every change is the expected downstream state.
+and, with ``drop_column``, one dropped later), and ``events`` (no key at all). With
+``table_changes`` also ``accounts`` and ``ledger`` in a second database, ``shop_b``, which is
+dropped, then made again with ``accounts`` alone. Transactions hold 1-50 row changes. The model
+of the tables after every change is the expected downstream state.
 """
 
 from __future__ import annotations
@@ -37,6 +39,17 @@ RENAME_TABLE = "RENAME TABLE {schema}.customers TO {schema}.clients"
 TRUNCATE_TABLE = "TRUNCATE TABLE {schema}.orders"
 DROP_TABLE = "DROP TABLE {schema}.events"
 EVENTS_AGAIN = "CREATE TABLE {schema}.events (kind VARCHAR(16), detail VARCHAR(64), at DATE, n INT)"
+# With ``table_changes``: a second database and two tables, made a fifth of the way, the database
+# dropped four fifths of the way (its tables' topics then get no checkpoint) and made again nine
+# tenths of the way with one of them, which has a column more (its topic gets them again).
+SECOND_DATABASE = "{schema}_b"
+SECOND_TABLES = ("accounts", "ledger")
+SECOND_TABLE = "CREATE TABLE {database}.{table} (id INT PRIMARY KEY, balance BIGINT)"
+ACCOUNTS_AGAIN = (
+    "CREATE TABLE {database}.accounts (id INT PRIMARY KEY, balance BIGINT, note VARCHAR(16))"
+)
+ACTION_CREATE_SCHEMA = 1
+ACTION_DROP_SCHEMA = 2
 ACTION_CREATE_TABLE = 3
 ACTION_DROP_TABLE = 4
 ACTION_TRUNCATE_TABLE = 11
@@ -68,7 +81,14 @@ COLUMNS: dict[str, dict[str, ColumnType]] = {
         "at": column_type(10, NULLABLE),
     },
 }
-KEYS = {"customers": ("id",), "orders": ("id",), "events": ("kind", "detail", "at")}
+SECOND_COLUMNS = {"id": column_type(3, KEY), "balance": column_type(8, NULLABLE)}
+KEYS = {
+    "customers": ("id",),
+    "orders": ("id",),
+    "events": ("kind", "detail", "at"),
+    "accounts": ("id",),
+    "ledger": ("id",),
+}
 KEYLESS_TABLES = frozenset({"events"})
 
 
@@ -105,11 +125,15 @@ class Scenario:
         self.rng = random.Random(self.seed)
         self.columns = {table: dict(cols) for table, cols in COLUMNS.items()}
         self.state = {table: {} for table in COLUMNS}
-        self._next_id = {"customers": 1, "orders": 1}
+        self._next_id = {"customers": 1, "orders": 1, "accounts": 1, "ledger": 1}
         self._serial = 0
         self._touched: set[tuple[str, tuple[Value, ...]]] = set()
         # Each table's upstream name (customers is renamed with ``table_changes``).
         self.names = {table: table for table in COLUMNS}
+        # Each table's database (the second one's tables' with ``table_changes``).
+        self.databases = {table: self.schema for table in COLUMNS}
+        # The tables rows are written to (the second database's while they exist).
+        self._writable = ["customers", "orders", "orders", "events"]
 
     def history(self) -> Iterator[Transaction]:
         """DDL creating the schema, then transactions, with an ADD COLUMN halfway, then the bulk
@@ -136,6 +160,15 @@ class Scenario:
                 for row in self.state["orders"].values():
                     del row["note"]
                 ts += 1 << 18
+            if self.table_changes and index == self.transactions // 5:
+                yield from self._second_database(ts, SECOND_TABLES)
+                ts += 3 << 18
+            if self.table_changes and index == self.transactions * 4 // 5:
+                yield self._drop_second_database(ts)
+                ts += 1 << 18
+            if self.table_changes and index == self.transactions * 9 // 10:
+                yield from self._second_database(ts, ("accounts",))
+                ts += 2 << 18
             if self.table_changes and index == self.transactions * 3 // 5:
                 yield from self._rename_and_truncate(ts)
                 ts += 2 << 18
@@ -180,8 +213,35 @@ class Scenario:
         self.columns["events"] = {**COLUMNS["events"], "n": column_type(3, NULLABLE)}
         self.state["events"] = {}
 
+    def _second_database(self, ts: int, tables: tuple[str, ...]) -> Iterator[Transaction]:
+        """CREATE DATABASE, then a CREATE TABLE of each of ``tables`` (accounts with a column more
+        when it is made again)."""
+        db = SECOND_DATABASE.format(schema=self.schema)
+        create = DDLEvent(ts, db, None, f"CREATE DATABASE {db}", ACTION_CREATE_SCHEMA)
+        yield Transaction(ts, ddl=create)
+        for table in tables:
+            ts += 1 << 18
+            again = table in self.databases
+            query = (ACCOUNTS_AGAIN if again else SECOND_TABLE).format(database=db, table=table)
+            yield Transaction(ts, ddl=DDLEvent(ts, db, table, query, ACTION_CREATE_TABLE))
+            self.databases[table], self.names[table] = db, table
+            self.columns[table] = dict(SECOND_COLUMNS)
+            if again:
+                self.columns[table]["note"] = column_type(15, NULLABLE)
+            self.state[table] = {}
+            self._writable.append(table)
+
+    def _drop_second_database(self, ts: int) -> Transaction:
+        """DROP DATABASE of the second database: its tables go with it."""
+        db = SECOND_DATABASE.format(schema=self.schema)
+        drop = DDLEvent(ts, db, None, f"DROP DATABASE {db}", ACTION_DROP_SCHEMA)
+        for table in SECOND_TABLES:
+            del self.state[table]
+            self._writable.remove(table)
+        return Transaction(ts, ddl=drop)
+
     def _change(self, ts: int) -> RowChange | None:
-        table = self.rng.choice(["customers", "orders", "orders", "events"])
+        table = self.rng.choice(self._writable)
         rows = self.state[table]
         choice = self.rng.random()
         if not rows or choice < 0.5:
@@ -202,12 +262,12 @@ class Scenario:
             del rows[old_key]
             rows[new_key] = new
             self._touched |= {(table, old_key), (table, new_key)}
-            name = self.names[table]
-            return RowChange(ts, self.schema, name, Op.UPDATE, dict(self.columns[table]), new, old)
+            db, name = self.databases[table], self.names[table]
+            return RowChange(ts, db, name, Op.UPDATE, dict(self.columns[table]), new, old)
         del rows[old_key]
         self._touched.add((table, old_key))
-        name = self.names[table]
-        return RowChange(ts, self.schema, name, Op.DELETE, dict(self.columns[table]), None, old)
+        db, name = self.databases[table], self.names[table]
+        return RowChange(ts, db, name, Op.DELETE, dict(self.columns[table]), None, old)
 
     def _insert(self, ts: int, table: str) -> RowChange | None:
         row = self._changes(table)
@@ -223,8 +283,8 @@ class Scenario:
             return None
         self.state[table][key] = row
         self._touched.add((table, key))
-        name = self.names[table]
-        return RowChange(ts, self.schema, name, Op.INSERT, dict(self.columns[table]), row, None)
+        db, name = self.databases[table], self.names[table]
+        return RowChange(ts, db, name, Op.INSERT, dict(self.columns[table]), row, None)
 
     def _fresh_id(self, table: str) -> int:
         self._next_id[table] += 1
@@ -258,6 +318,12 @@ class Scenario:
             # A dropped column's value is drawn all the same: the history up to the drop is
             # the same with or without it.
             return {name: v for name, v in values.items() if name in self.columns["orders"]}
+        if table in SECOND_TABLES:
+            balance = rng.choice([None, rng.randint(-(2**63), 2**63 - 1)])
+            account: dict[str, Value] = {"balance": balance}
+            if "note" in self.columns[table]:
+                account["note"] = rng.choice([None, "", "kept"])
+            return account
         self._serial += 1
         event: dict[str, Value] = {
             "kind": rng.choice(["click", "view", None]),

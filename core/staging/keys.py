@@ -80,6 +80,12 @@ class Keys:
         return self._name("retired")
 
     @property
+    def dropped_databases(self) -> str:
+        """Hash commit ts (16 hex) of a DROP DATABASE -> the topic it was read from: the topics
+        standing at that ts are retired (core/staging/retired.py)."""
+        return self._name("dropped-databases")
+
+    @property
     def staged(self) -> str:
         return self._name("staged")
 

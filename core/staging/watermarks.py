@@ -132,11 +132,13 @@ class WatermarkReader:
             as_text(field): int(ts, 16)
             for field, ts in self._client.hgetall(self.keys.held_ts).items()
         }
-        retired = {
-            as_text(topic): int(ts, 16)
-            for topic, ts in self._client.hgetall(self.keys.retired).items()
-        }
-        out = leaving(marks, held, retired) if retired else []
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hgetall(self.keys.retired)
+        pipe.hgetall(self.keys.dropped_databases)
+        retired_raw, dropped_raw = pipe.execute()
+        retired = {as_text(topic): int(ts, 16) for topic, ts in retired_raw.items()}
+        dropped = {int(ts, 16): as_text(topic) for ts, topic in dropped_raw.items()}
+        out = leaving(marks, held, retired, dropped) if retired or dropped else []
         kept = {tp: mark for tp, mark in marks.items() if tp not in out}
         resolved = min_resolved(kept, held)
         offsets = self._client.hmget(self.keys.offsets, [tp.field for tp in out]) if out else []
@@ -144,7 +146,8 @@ class WatermarkReader:
             resolved,
             counts,
             {
-                tp: (retired[tp.topic], None if offset is None else int(offset))
+                # Where it stands: its retirement's ts.
+                tp: (int(marks[tp] or 0), None if offset is None else int(offset))
                 for tp, offset in zip(out, offsets, strict=True)
             },
         )

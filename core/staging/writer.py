@@ -9,7 +9,7 @@ Every write of members records the member layout they are in (``Keys.layout``), 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from core.staging.dead_letters import DeadLetters
 from core.staging.framing import FramedMessage, StagedMessage, frame_message, zadd_runs
 from core.staging.keys import Keys, TopicPartition
 from core.staging.layout import LAYOUT_VERSION, as_bytes, member_row_count, row_members, ts_hex
-from core.staging.retired import retires_topic
+from core.staging.retired import drops_database, retires_topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,10 +154,13 @@ class StagingWriter:
             len(script) + sum(f.args for f in frames),
             [encode_args(script), *(f.data for f in frames)],
         )
-        for ts in _retiring_ts(messages):
+        for ts in _retiring_ts(messages, retires_topic):
             # In the staging transaction: the topic is retired exactly when its DDL is staged.
             retire: list[Arg] = ["EVAL", scripts.RETIRE, 1, self.keys.retired, tp.topic, ts]
             commands.command(*retire)
+        for ts in _retiring_ts(messages, drops_database):
+            # Likewise the topics of a dropped database's tables (a replay sets the same).
+            commands.command("HSET", self.keys.dropped_databases, ts, tp.topic)
         commands.command("SET", self.keys.layout, LAYOUT_VERSION)
         commands.command("EXEC")
         return zadds
@@ -283,13 +286,16 @@ class StagingWriter:
         return self.dead_letters.trim(max_entries)
 
 
-def _retiring_ts(messages: Sequence[StagedMessage | FramedMessage]) -> list[bytes]:
-    """The commit ts (16 hex) of each DDL of ``messages`` that takes its topic's table away
-    (a natively framed message carries none: DDL goes through Python)."""
+def _retiring_ts(
+    messages: Sequence[StagedMessage | FramedMessage], rule: Callable[[DDLEvent], bool]
+) -> list[bytes]:
+    """The commit ts (16 hex) of each DDL of ``messages`` that ``rule`` picks: one that takes its
+    topic's table away, or a DROP DATABASE (a natively framed message carries none: DDL goes
+    through Python)."""
     return [
         ts_hex(ddl.commit_ts)
         for message in messages
         if isinstance(message, StagedMessage)
         for ddl in message.ddls
-        if retires_topic(ddl)
+        if rule(ddl)
     ]

@@ -156,7 +156,9 @@ def test_a_topic_whose_table_went_away_is_left_out_while_kafka_has_nothing_new_o
     document = snapshot(staging, {}, {t: 2, u: 1}, None, NOW)
     assert document["global_resolved_ts"] == TS + 9
     assert (document["retired_topics"], document["blocking_partitions"]) == (["t"], ["u:0"])
-    assert "  left out (table dropped or renamed): t" in render(document, now=NOW)
+    assert "  left out (table or database dropped, or table renamed): t" in render(
+        document, now=NOW
+    )
     # A message on it not staged yet (the table made again): it holds at the DROP.
     document = snapshot(staging, {}, {t: 3, u: 1}, None, NOW)
     assert (document["global_resolved_ts"], document["retired_topics"]) == (TS, [])

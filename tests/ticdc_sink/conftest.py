@@ -36,6 +36,8 @@ def pipeline(
         redis_client.delete(key)
     with connect(configured, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}`")
+        # The second database of `produce --table-changes`.
+        cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_meta`")
 
 

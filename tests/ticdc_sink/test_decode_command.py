@@ -170,6 +170,14 @@ def test_stream_file_decodes_a_codec_per_partition(tmp_path: Path) -> None:
     assert b"line 2 is not a {p, k, v} object" in bad.stderr
 
 
+def test_a_stream_lines_null_value_is_a_tombstone(tmp_path: Path) -> None:
+    from ticdc_sink.decode_command import _stream
+
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"p": 3, "k": "AAAAAOEG", "v": null}\n{"p": 0, "k": null, "v": "AQ=="}\n')
+    assert list(_stream(str(path))) == [(1, 3, b"\0\0\0\0\xe1\x06", b""), (2, 0, None, b"\1")]
+
+
 @pytest.mark.parametrize(
     "name", ["open", "craft", "canal-json", "simple", "simple-avro", "debezium"]
 )

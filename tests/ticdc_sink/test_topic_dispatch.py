@@ -18,8 +18,10 @@ import pytest
 
 from config.settings import Settings
 from core.model import DDLEvent, Op, Resolved, RowChange, column_type
+from spark_sink.db.connection import connect
 from streams.codecs import codec_for
 from tests.ticdc_sink.pipelines import (
+    ON_EVERY_SERVER,
     applied_resolved_ts,
     assert_replicated,
     pipeline_env,
@@ -154,6 +156,31 @@ def test_produce_routes_a_workload_as_ticdc_does(protocol: str) -> None:
     assert {t for t, _ in seen[("row", "b")]} == {"p_db_b"}
 
 
+@pytest.mark.parametrize("protocol", ["open", "canal-json"])
+def test_a_drop_database_goes_to_the_default_topic_and_its_tables_topics_stop(
+    protocol: str,
+) -> None:
+    history = [
+        *HISTORY,
+        _ddl(80, None, "DROP DATABASE `db`", 2),
+        _ddl(90, None, "CREATE DATABASE `db`", 1),
+        _ddl(100, "a", "CREATE TABLE `db`.`a` (id INT PRIMARY KEY, v TEXT)", 3),
+        Transaction(110, rows=[_row(110, "a", 3)]),
+    ]
+    router = TopicRouter("p", TopicDispatcher.TABLE, 2, protocol)
+    messages, final = routed_messages(history, 2, 1, _dispatcher(), None, router)
+    assert final == 110
+    seen = _places(messages, protocol)
+    every = {0} if protocol == "canal-json" else {0, 1}
+    assert seen[("ddl", 80)] == {("p", p) for p in every}
+    # The checkpoint after it: the tables from before it, the last one a's topic gets...
+    assert seen[("checkpoint", 80)] == {(t, p) for t in ("p", "p_db_a") for p in (0, 1)}
+    assert seen[("checkpoint", 90)] == {("p", 0), ("p", 1)}
+    # ... until a CREATE TABLE of the name writes to it again.
+    assert seen[("ddl", 100)] == {("p_db_a", p) for p in every}
+    assert seen[("checkpoint", 110)] == {(t, p) for t in ("p", "p_db_a") for p in (0, 1)}
+
+
 def test_a_rename_goes_to_the_old_names_topic_and_moves_the_checkpoints() -> None:
     router = TopicRouter("p", TopicDispatcher.TABLE, 3, "open")
     router.ddl(DDLEvent(1, "db", "t", "CREATE TABLE `db`.`t` (a INT)", 3))
@@ -177,22 +204,15 @@ def _dispatcher() -> Any:
     return Dispatcher.DEFAULT
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize(
-    "protocol", ["open", "canal-json", "craft", "simple", "simple-avro", "debezium", "avro"]
-)
-def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
-    protocol: str,
-    pipeline: Settings,
-    unique: str,
-    tmp_path: Path,
-    topics_deleted: Any,
-    request: pytest.FixtureRequest,
-) -> None:
-    """Workers and a sink started first, on the pattern and the default topic; `produce
-    --topic-dispatcher` then creates the database's topic and each table's while they run, with
-    a RENAME, a TRUNCATE, a DROP and a CREATE of the dropped table with another layout."""
-    expected = tmp_path / "expected.json"
+# Every protocol `produce` writes that TiCDC routes by table (its topic dispatcher).
+PROTOCOLS = ["open", "canal-json", "craft", "simple", "simple-avro", "debezium", "avro"]
+
+
+def _routed_env(
+    pipeline: Settings, unique: str, protocol: str, request: pytest.FixtureRequest
+) -> dict[str, str]:
+    """A worker's and a sink's environment for the topics `produce --topic-dispatcher` writes:
+    the pattern and the default topic."""
     env = pipeline_env(
         pipeline.updated({"topics": ()}),
         protocol,
@@ -203,54 +223,97 @@ def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
     )
     if protocol == "avro":
         env["TICDC_SINK_SCHEMA_REGISTRY"] = request.getfixturevalue("schema_registry_url")
-    with pipeline_running(env) as processes:
-        done = subprocess.run(
-            [
-                sys.executable, "-m", "ticdc_sink", "produce", "--protocol", protocol,
-                "--topic", unique, "--schema", unique, "--partitions", "2",
-                "--transactions", "80", "--topic-dispatcher", "{schema}_{table}",
-                "--table-changes", "--expected", str(expected),
-            ],
-            env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        assert f"to {unique} and the topics {unique}_{{schema}}_{{table}}" in done.stdout
-        found = re.search(r"final resolved ts (\d+)", done.stdout)
-        assert found, done.stdout
-        final = int(found.group(1))
-        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the workload applied", 120)
-        assert all(process.poll() is None for process in processes)
-    assert_replicated(pipeline, expected)
+    return env
 
 
-@pytest.mark.integration
-def test_a_routed_stream_with_table_changes_survives_killed_workers_and_sinks(
-    pipeline: Settings, unique: str, tmp_path: Path, topics_deleted: Any, redis_client: Any
-) -> None:
-    from tests.ticdc_sink.test_ticdc_topic_streams import _replicate
-
-    expected = tmp_path / "expected.json"
-    env = pipeline_env(
-        pipeline.updated({"topics": ()}),
-        "open",
-        TICDC_SINK_TOPICS_PATTERN=f"{unique}_.+",
-        TICDC_SINK_DEFAULT_TOPIC=unique,
-    )
+def _produce(
+    env: dict[str, str], unique: str, protocol: str, transactions: int, expected: Path
+) -> int:
+    """`produce --topic-dispatcher {schema}_{table} --table-changes`; its final resolved ts."""
     done = subprocess.run(
         [
-            sys.executable, "-m", "ticdc_sink", "produce", "--protocol", "open",
+            sys.executable, "-m", "ticdc_sink", "produce", "--protocol", protocol,
             "--topic", unique, "--schema", unique, "--partitions", "2",
-            "--transactions", "300", "--topic-dispatcher", "{schema}_{table}",
+            "--transactions", str(transactions), "--topic-dispatcher", "{schema}_{table}",
             "--table-changes", "--expected", str(expected),
         ],
         env=env, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+    assert f"to {unique} and the topics {unique}_{{schema}}_{{table}}" in done.stdout
     found = re.search(r"final resolved ts (\d+)", done.stdout)
     assert found, done.stdout
+    return int(found.group(1))
+
+
+def _assert_replicated_with_tables_gone(pipeline: Settings, unique: str, expected: Path) -> None:
+    """Row-exact, and no table left that a DROP TABLE, a RENAME or the DROP DATABASE took away
+    (verify reads only the tables expected)."""
+    assert_replicated(pipeline, expected)
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(
+            "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES "
+            "WHERE TABLE_SCHEMA IN (%s, %s)",
+            (unique, f"{unique}_b"),
+        )
+        tables = {f"{schema}.{table}" for schema, table in cursor.fetchall()}
+    assert tables == set(orjson.loads(expected.read_bytes())), tables
+
+
+@pytest.mark.integration
+@ON_EVERY_SERVER
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_stream_produce_routes_to_topics_replicates_with_the_default_topic(
+    protocol: str,
+    pipeline: Settings,
+    unique: str,
+    tmp_path: Path,
+    topics_deleted: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Workers and a sink started first, on the pattern and the default topic; `produce
+    --topic-dispatcher` then creates the database's topic and each table's while they run, with
+    a RENAME, a TRUNCATE, a DROP and a CREATE of the dropped table with another layout, and a
+    second database dropped (its tables' topics then get no checkpoint) and made again with one
+    of its tables, in another layout."""
+    expected = tmp_path / "expected.json"
+    env = _routed_env(pipeline, unique, protocol, request)
+    with pipeline_running(env) as processes:
+        final = _produce(env, unique, protocol, 80, expected)
+        wait_for(lambda: applied_resolved_ts(pipeline) >= final, "the workload applied", 120)
+        assert all(process.poll() is None for process in processes)
+    _assert_replicated_with_tables_gone(pipeline, unique, expected)
+
+
+# The SIGKILL test on TiDB too, for a protocol of each codec family: Open's JSON batches (with
+# the native decoder) and Avro's registry.
+KILLED_ON_TIDB = {"open", "avro"}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("downstream_settings", "protocol"),
+    [("mariadb", protocol) for protocol in PROTOCOLS]
+    + [("tidb", protocol) for protocol in PROTOCOLS if protocol in KILLED_ON_TIDB],
+    indirect=["downstream_settings"],
+)
+def test_a_routed_stream_with_table_changes_survives_killed_workers_and_sinks(
+    protocol: str,
+    pipeline: Settings,
+    unique: str,
+    tmp_path: Path,
+    topics_deleted: Any,
+    redis_client: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    from tests.ticdc_sink.test_ticdc_topic_streams import _replicate
+
+    expected = tmp_path / "expected.json"
+    env = _routed_env(pipeline, unique, protocol, request)
+    final = _produce(env, unique, protocol, 300, expected)
     chooser = random.Random(2)
     kills = sorted(chooser.uniform(0.5, 3.0) for _ in range(3))
     # A kill restarts a process, which puts the end off: the first always comes before it, the
     # later ones as the machine's speed has it.
-    assert _replicate(env, pipeline, int(found.group(1)), redis_client, kills) >= 1
-    assert_replicated(pipeline, expected)
+    assert _replicate(env, pipeline, final, redis_client, kills) >= 1
+    _assert_replicated_with_tables_gone(pipeline, unique, expected)
