@@ -247,18 +247,24 @@ def raw_rate(settings: Settings, expected_rows: int, connections: int = 1) -> fl
             "tag VARBINARY(16), extra VARCHAR(8))"
         )
     shares = [rows[i::connections] for i in range(connections)]
+    # Processes, not threads: one Python thread per connection would share one core's GIL.
     context = multiprocessing.get_context("fork")
     start = context.Barrier(connections + 1)
-    with context.Pool(connections) as pool:
-        done = pool.map_async(_upsert_share, [(settings, share, start) for share in shares])
-        start.wait()
-        started = time.perf_counter()
-        done.get()
-        return len(rows) / (time.perf_counter() - started)
+    workers = [
+        context.Process(target=_upsert_share, args=(settings, share, start)) for share in shares
+    ]
+    for worker in workers:
+        worker.start()
+    start.wait()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    if any(worker.exitcode for worker in workers):
+        raise RuntimeError("a raw upsert process failed")
+    return len(rows) / (time.perf_counter() - started)
 
 
-def _upsert_share(job: tuple[Settings, list[dict[str, Any]], Any]) -> None:
-    settings, rows, start = job
+def _upsert_share(settings: Settings, rows: list[dict[str, Any]], start: Any) -> None:
     columns = list(rows[0])
     names = ", ".join(quote(c) for c in columns)
     updates = ", ".join(f"{quote(c)} = VALUES({quote(c)})" for c in columns[1:])
