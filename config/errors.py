@@ -173,6 +173,16 @@ class TransactionTooLargeError(TransientApplyError):
     """One upstream transaction is larger than the downstream takes in one transaction: nothing
     of it was applied; the sink waits (the operator raises the limit) and tries again."""
 
+    @classmethod
+    def of(cls, resolved_ts: int, error: BaseException, limit: str) -> TransactionTooLargeError:
+        """The one line that says the transaction at ``resolved_ts`` outgrew the downstream,
+        naming the ``limit`` to raise."""
+        return cls(
+            f"the upstream transaction at ts {resolved_ts} is larger than the downstream takes "
+            f"in one transaction ({error}): raise {limit}; nothing of it was applied, the sink "
+            "tries again"
+        )
+
 
 class PartsRestartError(ApplyError):
     """The parts of a transaction larger than a chunk were rolled back to be applied again

@@ -61,7 +61,10 @@ from spark_sink.load.staged import DELETE_FLAG, StagedTable
 from spark_sink.load.staging_tables import StagingTables
 from spark_sink.open_parts import OpenParts, PartStage
 from spark_sink.plan import TablePlan
-from spark_sink.refused import RefusedRow, refused_error, refused_rows
+from spark_sink.refused import refused_error, refused_in
+
+# Failures no row of a batch is to blame for (a Spark that did not start, say): raised as they are.
+_NO_ROW_TO_BLAME = (LostLeadershipError, TransientApplyError, ConfigError, BatchAbandonedError)
 
 
 class BatchApplier:
@@ -150,11 +153,7 @@ class BatchApplier:
         try:
             return with_retries(attempt, what, dialect)
         except Exception as error:
-            # A Spark that did not start, say: no row of the batch is to blame.
-            if isinstance(
-                error,
-                LostLeadershipError | TransientApplyError | ConfigError | BatchAbandonedError,
-            ):
+            if isinstance(error, _NO_ROW_TO_BLAME):
                 raise
             dialect = self.connection.dialect
             if dialect.is_transient(error):
@@ -165,7 +164,7 @@ class BatchApplier:
                     resolved_ts,
                 ) from error
             # Perhaps a value the downstream refuses: find the rows, or it was something else.
-            refused = self.refused_rows(plans)
+            refused = refused_in(self.connection, self.tables, plans)
             if not refused:
                 raise
             raise refused_error(refused) from error
@@ -200,40 +199,14 @@ class BatchApplier:
                 raise
             dialect = self.connection.dialect
             if dialect.transaction_too_large(error):
-                raise self.too_large(resolved_ts, error) from error
+                limit = dialect.transaction_limit()
+                raise TransactionTooLargeError.of(resolved_ts, error, limit) from error
             if dialect.is_transient(error):
                 raise
-            refused = self.refused_rows(plans)
+            refused = refused_in(self.connection, self.tables, plans)
             if not refused:
                 raise
             raise refused_error(refused) from error
-
-    def too_large(self, resolved_ts: int, error: BaseException) -> TransactionTooLargeError:
-        """The one line that says the transaction at ``resolved_ts`` outgrew the downstream."""
-        return TransactionTooLargeError(
-            f"the upstream transaction at ts {resolved_ts} is larger than the downstream takes "
-            f"in one transaction ({error}): raise {self.connection.dialect.transaction_limit()}; "
-            "nothing of it was applied, the sink tries again"
-        )
-
-    def refused_rows(self, plans: Sequence[TablePlan]) -> list[RefusedRow]:
-        """Every row of ``plans`` the downstream refuses, tried one by one (nothing stays)."""
-        conn = self.connection.open()
-        dialect = self.connection.dialect
-        with conn.cursor() as cursor:
-            staged = []
-            for plan in plans:
-                try:
-                    item = self.tables.staged(cursor, dialect, plan)
-                except ApplyError:
-                    continue  # a missing table fails the batch for another reason
-                if item is not None:
-                    self.tables.make(item, cursor.execute)
-                    staged.append(item)
-            refused = refused_rows(cursor, dialect, staged)
-        # The tries wrote into the staging tables (rolled back, but known empty no more).
-        self.tables.known_empty(conn).clear()
-        return refused
 
     def committed_upto(self, resolved_ts: int) -> bool:
         """Whether the downstream checkpoint has reached ``resolved_ts``."""

@@ -10,33 +10,26 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 from config.errors import (
     BatchAbandonedError,
     BatchTooLargeError,
     PartsRestartError,
-    RowRefusedError,
     StagingLostError,
     TransactionTooLargeError,
 )
-from config.settings import OnRowError, Settings
+from config.settings import Settings
 from core.model import DDLEvent, RowChange
 from core.redis_client import REDIS_TRANSIENT
 from core.staging import Staging
-from core.tso import describe_tso, tso_age
+from spark_sink.batch_steps import BatchSteps
 from spark_sink.batches import PlannedBatch, next_batch_rows
 from spark_sink.db.checkpoint import Checkpoint
-from spark_sink.dead_letters import add_dead_letters
 from spark_sink.in_order import InOrder, Turn
-from spark_sink.metrics import record_batch
-from spark_sink.refused import RefusedRow, without_refused
 from spark_sink.rounds import Ahead, RoundEnd, Rounds, read_rounds
 from spark_sink.split import apply_split
-from spark_sink.stuck import StuckWatch
 from spark_sink.target import Target
 from spark_sink.topic_gate import ResolvedGate
-from spark_sink.unplannable import dead_letter_all
 from spark_sink.write_set import write_set
 
 log = logging.getLogger("ticdc_sink.sink")
@@ -63,16 +56,10 @@ class SinkLoop:
         # How far it may apply: the global resolved ts, checked against Kafka's topics when a
         # pattern names them.
         self.gate = ResolvedGate(settings, staging)
-        self.applied_rows = 0
+        self.steps = BatchSteps(settings, staging, target, epoch)
         # Changes per batch: TICDC_SINK_BATCH_ROWS, less while the downstream's transaction
         # size limit cuts batches smaller.
         self.batch_rows = settings.sink.batch_rows
-        # The changes of a transaction's parts applied so far, and when its first part started:
-        # counted as one batch when its last part commits.
-        self._part_changes = 0
-        self._parts_started = 0.0
-        # Such a transaction going back to the checkpoint again and again: named once.
-        self._stuck = StuckWatch()
         # The steps read ahead past the last round's end, and where their next round starts.
         self._ahead: Ahead | None = None
         # Whether the downstream is known to hold no split transaction's position: read at
@@ -85,7 +72,6 @@ class SinkLoop:
         # in order (their lanes are the target's connections by index).
         lanes = list(range(len(target.lanes)))
         self._in_order: InOrder[int] | None = InOrder(lanes) if len(lanes) > 1 else None
-        self._counted = threading.Lock()
 
     def run_once(self) -> int:
         """Apply every change up to the global resolved ts; returns the new checkpoint ts.
@@ -119,7 +105,6 @@ class SinkLoop:
                     upto,
                     self.batch_rows,
                     self.gate.resolved,
-                    ahead=len(self.target.lanes),
                 )
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:
@@ -248,7 +233,7 @@ class SinkLoop:
             if isinstance(step, RoundEnd):
                 self._drain()
                 # Every batch before the end is applied: the thread may trim and read on.
-                rounds.gate.applied()
+                rounds.gate.applied(step.resolved)
                 self._ahead = Ahead(step.resolved, rounds)
                 return step.resolved
             if self._stop.is_set():
@@ -267,7 +252,7 @@ class SinkLoop:
                 self._submit(self._in_order, step)
             else:
                 self._drain()
-                self._apply(step)
+                self.steps.apply(step)
                 if not step.continued:
                     applied = step.upto
         if started:
@@ -279,7 +264,7 @@ class SinkLoop:
         writes = write_set(batch.plans, self.target.router)
 
         def run(lane: int, turn: Turn) -> int:
-            return self._apply(batch, lane, turn)
+            return self.steps.apply(batch, lane, turn)
 
         in_order.submit(writes, batch.upto, run)
 
@@ -318,95 +303,3 @@ class SinkLoop:
                 "Stop the workers, run `ticdc-sink recover`, then start them again."
             )
         self.staging.mark_lineage()
-
-    def _apply(self, batch: PlannedBatch, lane: int = 0, turn: Turn | None = None) -> int:
-        """Apply ``batch`` on the connection of ``lane``, committing once its ``turn`` comes
-        (right away without one); returns the rows merged."""
-        started = time.perf_counter()
-        offsets = self.staging.replay_offsets(batch.upto)
-        # Before the batch commits, as refused rows: a crash in between finds them again.
-        dead_letter_all(
-            self.staging,
-            self.settings.group,
-            batch.unplannable,
-            self.settings.redis.dead_letter_max_entries,
-        )
-        if batch.split:
-            return self._apply_part(batch, offsets, started)
-        while True:
-            try:
-                merged = self.target.apply_batch(
-                    batch.plans, batch.upto, self.epoch, offsets, lane, turn
-                )
-                break
-            except RowRefusedError as refused:
-                if self.settings.sink.on_row_error is OnRowError.STOP:
-                    raise
-                # Dead-lettered before the batch commits: a crash in between redoes the batch,
-                # which finds (and dead-letters) the same rows again.
-                rows: list[RefusedRow] = refused.rows
-                add_dead_letters(
-                    self.staging,
-                    self.settings.group,
-                    [(row.dead_letter(), row.describe()) for row in rows],
-                    self.settings.redis.dead_letter_max_entries,
-                )
-                without_refused(batch.plans, rows)
-        with self._counted:
-            self.applied_rows += merged
-        elapsed = time.perf_counter() - started
-        record_batch(self.settings.group, batch.changes, elapsed, batch.upto)
-        log.info(
-            "applied %d changes in %.3f s; resolved ts %s, %.1f s behind",
-            batch.changes,
-            elapsed,
-            describe_tso(batch.upto),
-            tso_age(batch.upto),
-        )
-        return merged
-
-    def _apply_part(self, batch: PlannedBatch, offsets: dict[str, int], started: float) -> int:
-        """A part of a transaction larger than a chunk. A row the downstream refuses in it
-        stops the sink even under ``deadletter``: the parts before it are rolled back and
-        gone from memory, so the rest of the transaction could not go on without them."""
-        if not batch.joins:
-            self._part_changes, self._parts_started = 0, started
-        try:
-            merged = self.target.apply_part(
-                batch.plans, batch.upto, self.epoch, offsets, batch.joins, batch.continued
-            )
-        except Exception as error:
-            stuck = self._stuck.failed(batch.upto, self._part_changes + batch.changes, error)
-            if stuck:
-                log.warning("%s", stuck)
-            raise
-        self.applied_rows += merged
-        self._part_changes += batch.changes
-        elapsed = time.perf_counter() - started
-        if batch.continued:
-            log.info(
-                "applied part %d (%d changes) of the transaction at ts %s in %.3f s; "
-                "not committed until its last part",
-                batch.part + 1,
-                batch.changes,
-                describe_tso(batch.upto),
-                elapsed,
-            )
-            return merged
-        self._stuck.committed(batch.upto)
-        record_batch(
-            self.settings.group,
-            self._part_changes,
-            time.perf_counter() - self._parts_started,
-            batch.upto,
-        )
-        log.info(
-            "applied the last part %d (%d changes) of the transaction at ts %s in %.3f s; "
-            "committed, resolved ts %s",
-            batch.part + 1,
-            batch.changes,
-            describe_tso(batch.upto),
-            elapsed,
-            describe_tso(batch.upto),
-        )
-        return merged

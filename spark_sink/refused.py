@@ -22,11 +22,13 @@ from typing import Any
 import orjson
 import pymysql
 
-from config.errors import RowRefusedError
+from config.errors import ApplyError, RowRefusedError
 from core.model import Value
+from spark_sink.db.connection import SinkConnection
 from spark_sink.db.dialect import ANY_SERVER, Dialect, bindable, quote
 from spark_sink.db.tables import Column
 from spark_sink.load.staged import DELETE_FLAG, StagedTable
+from spark_sink.load.staging_tables import StagingTables
 from spark_sink.plan import Key, TablePlan
 
 # Key values a probe's DELETE binds at once (the merge's chunking keeps statements small too).
@@ -273,3 +275,26 @@ def without_refused(plans: Sequence[TablePlan], rows: Sequence[RefusedRow]) -> N
             if plan.keyless:
                 plan.deletes.pop(key, None)
                 plan.copies.pop(key, None)
+
+
+def refused_in(
+    connection: SinkConnection, tables: StagingTables, plans: Sequence[TablePlan]
+) -> list[RefusedRow]:
+    """Every row of ``plans`` the downstream refuses, tried one by one over ``connection``
+    against ``tables``' staging tables (nothing stays)."""
+    conn = connection.open()
+    dialect = connection.dialect
+    with conn.cursor() as cursor:
+        staged = []
+        for plan in plans:
+            try:
+                item = tables.staged(cursor, dialect, plan)
+            except ApplyError:
+                continue  # a missing table fails the batch for another reason
+            if item is not None:
+                tables.make(item, cursor.execute)
+                staged.append(item)
+        refused = refused_rows(cursor, dialect, staged)
+    # The tries wrote into the staging tables (rolled back, but known empty no more).
+    tables.known_empty(conn).clear()
+    return refused

@@ -37,13 +37,19 @@ class RoundGate:
     def __init__(self) -> None:
         self._applied = threading.Event()
         self._decided = threading.Event()
+        # The resolved ts of the last round the loop said is applied: the loop may take a round's
+        # end while batches on other connections still commit (it waits for them before it
+        # says the round is applied), so its taking the end is no proof of the commit.
+        self._committed = 0
         self._stopped = False
         # An applied round's resolved ts the thread has not trimmed yet (it reads on first).
         self.untrimmed: int | None = None
 
-    def applied(self) -> None:
-        """The round is applied: wait for the thread's decision (it has trimmed the round
-        when it reads no further, and trims it itself while the next round applies)."""
+    def applied(self, resolved: int) -> None:
+        """The round up to ``resolved`` is applied: wait for the thread's decision (it has
+        trimmed the round when it reads no further, and trims it itself while the next round
+        applies)."""
+        self._committed = max(self._committed, resolved)
         self._applied.set()
         self._decided.wait()
         self._decided.clear()
@@ -52,6 +58,10 @@ class RoundGate:
 
     def decided(self) -> None:
         self._decided.set()
+
+    def trimmable(self, resolved: int) -> bool:
+        """Whether the round up to ``resolved`` is applied: it may be trimmed now."""
+        return self._committed >= resolved
 
     def stop(self) -> None:
         self._stopped = True
@@ -99,15 +109,16 @@ def read_rounds(
     resolved: int,
     batch_rows: int,
     resolved_ts: ResolvedTs | None = None,
-    ahead: int = 1,
 ) -> Rounds:
     """Rounds from the one of the changes after ``after`` up to ``resolved``, read and planned
     by a thread while the loop applies (the apply mostly waits on the downstream): the batches
-    being applied, ``ahead`` planned (one per connection the loop applies on), one being read;
-    each next round up to ``resolved_ts()``."""
+    being applied, one planned, one being read; each next round up to ``resolved_ts()``. One
+    planned, however many connections apply: the round's end is handed over only once the loop
+    took the step before it, which is what lets the thread trim a round once the next round's
+    first step is handed over (the loop has committed the round by then)."""
     gate = RoundGate()
     planned = planned_rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
-    steps = read_ahead(planned, limit=ahead, chunk=1, pipeline=settings.group)
+    steps = read_ahead(planned, limit=1, chunk=1, pipeline=settings.group)
     return Rounds(steps, gate)
 
 
@@ -128,8 +139,9 @@ def planned_rounds(
     pipeline = settings.group
     configured = settings.sink.batch_rows
     next_resolved = staging.global_resolved_ts if resolved_ts is None else resolved_ts
-    # The round before, applied: trimmed here once this round's first step is handed over
-    # (while the loop applies it), never before its checkpoint committed.
+    # The round before: trimmed here once the loop says it is applied (while the loop applies
+    # this one), never before its checkpoint committed; one whose word comes only after the
+    # next round's last step is trimmed with that round.
     applied: int | None = None
     first = FIRST_BATCH_ROWS
     while True:
@@ -147,7 +159,7 @@ def planned_rounds(
         )
         for step in steps:
             yield step
-            if applied is not None:
+            if applied is not None and gate.trimmable(applied):
                 staging.trim(applied)
                 gate.untrimmed = applied = None
             if isinstance(step, PlannedBatch):
@@ -157,9 +169,8 @@ def planned_rounds(
         # Read on while the loop applies this round's last batch when a new resolved ts
         # is there already: the next round's first batch is then planned by the time the
         # loop wants it, and need not start small (the sink is behind: its batches' fixed
-        # costs count, not how soon the first one starts). Trimmed once the next round's
-        # first step is handed over, which the queue takes only after the loop took this
-        # round's end (all of it applied).
+        # costs count, not how soon the first one starts). Trimmed once the loop says this
+        # round is applied, at a step of the next one.
         upto = next_resolved()
         if upto is not None and upto > resolved:
             gate.untrimmed = applied = resolved

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from config.errors import TransactionTooLargeError
 from config.settings import Settings
 from core.model import DDLEvent
 from spark_sink.apply_batch import BatchApplier
@@ -129,7 +130,8 @@ class Target:
 
     def too_large(self, resolved_ts: int, error: BaseException) -> Exception:
         """The error that says which downstream limit to raise for the transaction."""
-        return self.batches.too_large(resolved_ts, error)
+        limit = self.dialect.transaction_limit()
+        return TransactionTooLargeError.of(resolved_ts, error, limit)
 
     def apply_ddl(
         self, ddl: DDLEvent, checkpoint: Checkpoint, epoch: int, offsets: dict[str, int]

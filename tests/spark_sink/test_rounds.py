@@ -228,3 +228,35 @@ def test_a_stop_ends_the_round_after_the_batch_in_progress_and_the_next_sink_goe
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT id FROM `{scratch_db}`.keyed ORDER BY id")
         assert [row[0] for row in cursor.fetchall()] == list(range(1, 61))
+
+
+def test_a_round_read_on_past_is_trimmed_only_once_the_loop_says_it_is_applied(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    """With batches still committing on other connections when the loop takes a round's end,
+    taking the end is no proof of the commit: the thread reads on, hands over the next rounds'
+    steps, and trims a round only once the loop said it is applied."""
+    from spark_sink.batches import PlannedBatch
+    from spark_sink.rounds import RoundEnd, RoundGate, planned_rounds
+
+    stage = keyed_rows(pipeline, staging, scratch_db)
+    for round_ in range(3):
+        stage(round_, 3 * round_ + 1, 3 * round_ + 3)
+    recording = RecordingStaging(staging)
+    gate = RoundGate()
+    resolved = iter([TS + 6, TS + 9, TS + 9])
+    steps = planned_rounds(pipeline, recording, 0, TS + 3, 100, gate, lambda: next(resolved))
+    kinds = []
+    for _ in range(4):  # round 1's batch and end, round 2's batch and end: read on past both
+        step = next(steps)
+        kinds.append(type(step))
+    assert kinds == [PlannedBatch, RoundEnd, PlannedBatch, RoundEnd]
+    assert recording.trimmed == []
+    gate.applied(TS + 3)
+    # Round 3's batch: round 2 is read on past, not applied yet; round 1 goes with it.
+    assert isinstance(next(steps), PlannedBatch)
+    assert recording.trimmed == []
+    gate.applied(TS + 6)
+    assert isinstance(next(steps), RoundEnd)
+    assert [ts for ts, _ in recording.trimmed] == [TS + 6]
+    steps.close()
