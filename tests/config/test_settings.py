@@ -284,6 +284,7 @@ def test_a_flat_file_reads_as_it_always_has_and_a_grouped_one_the_same(tmp_path:
 
 # Every setting of the flat model the groups replaced: users' variables and TOML keys.
 FLAT_NAMES = [
+    "apply_connections",
     "batch_rows",
     "batch_tables",
     "chunk_bytes",
