@@ -8,7 +8,9 @@ routes), the key of every row the batch deletes or upserts (old and new images a
 that moves a key deletes the old one), and per column that is part of a unique key upstream
 (``UNIQUE_KEY`` flag) every value of it the batch's images hold, so a row that takes over a
 unique value another batch frees waits for that batch. A table keyed by all its columns (no
-primary or unique key) is taken whole: its rows have no identity two batches could compare.
+primary or unique key) is keyed by its images: a batch deletes rows of an image and adds rows of
+another, never touching a row of an image it does not name, so two batches whose images differ
+touch no common row either (the server's own gap locks aside: :mod:`spark_sink.in_order`).
 """
 
 from __future__ import annotations
@@ -27,20 +29,18 @@ Table = tuple[str, str]
 @dataclass(frozen=True, slots=True)
 class WriteSet:
     """The rows and unique values a batch writes. ``keys`` maps each downstream table to its
-    rows' keys, or None when the batch takes the table whole; ``unique`` maps (table, column)
-    to the values the batch's images hold in that column."""
+    rows' keys (a key-less table's: their images); ``unique`` maps (table, column) to the
+    values the batch's images hold in that column."""
 
-    keys: dict[Table, frozenset[Key] | None] = field(default_factory=dict)
+    keys: dict[Table, frozenset[Key]] = field(default_factory=dict)
     unique: dict[tuple[Table, str], frozenset[Value]] = field(default_factory=dict)
 
     def meets(self, other: WriteSet) -> bool:
         """Whether the two batches may touch a common row or unique value."""
         small, large = (self, other) if len(self.keys) <= len(other.keys) else (other, self)
         for table, keys in small.keys.items():
-            if table not in large.keys:
-                continue
-            theirs = large.keys[table]
-            if keys is None or theirs is None or not keys.isdisjoint(theirs):
+            theirs = large.keys.get(table)
+            if theirs is not None and not keys.isdisjoint(theirs):
                 return True
         small_u, large_u = (
             (self.unique, other.unique)
@@ -56,18 +56,16 @@ class WriteSet:
 def write_set(plans: Sequence[TablePlan], router: Router) -> WriteSet:
     """The write set of a batch of ``plans`` (upstream names, routed here as the load routes
     them; a skipped table writes nothing)."""
-    keys: dict[Table, frozenset[Key] | None] = {}
+    keys: dict[Table, frozenset[Key]] = {}
     unique: dict[tuple[Table, str], frozenset[Value]] = {}
     for plan in plans:
         table = router.route(plan.schema, plan.table)
         if table is None:
             continue
-        if plan.keyless or not plan.has_key:
-            keys[table] = None
-            continue
         rows = frozenset(plan.deletes.keys() | plan.upserts.keys())
-        known = keys.get(table, frozenset())
-        keys[table] = None if known is None else known | rows
+        keys[table] = keys.get(table, frozenset()) | rows
+        if plan.keyless or not plan.has_key:
+            continue
         for column in _unique_columns(plan):
             values = _values(column, plan.deletes.values(), plan.upserts.values())
             if values:

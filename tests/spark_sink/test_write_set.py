@@ -25,9 +25,11 @@ def keyed(
     return plan
 
 
-def keyless(table: str) -> TablePlan:
+def keyless(table: str, added: int = 1, removed: int | None = None) -> TablePlan:
     plan = TablePlan("db", table, ("v",), {"v": PLAIN}, keyless=True)
-    plan.upserts = {(1,): {"v": 1}}
+    plan.upserts = {(added,): {"v": added}}
+    if removed is not None:
+        plan.deletes = {(removed,): {"v": removed}}
     return plan
 
 
@@ -45,9 +47,13 @@ def test_keyed_batches_meet_exactly_when_their_keys_meet(
     assert b.meets(a) is expected
 
 
-def test_other_tables_never_meet_and_a_keyless_table_is_taken_whole() -> None:
+def test_other_tables_never_meet_and_a_keyless_table_meets_on_an_image() -> None:
     assert not write_set([keyed("t", [1])], ROUTER).meets(write_set([keyed("s", [1])], ROUTER))
-    assert write_set([keyless("n")], ROUTER).meets(write_set([keyless("n")], ROUTER))
+    assert write_set([keyless("n", 1)], ROUTER).meets(write_set([keyless("n", 1)], ROUTER))
+    # One batch adds a copy of the image the other removes one of: they meet.
+    removing = write_set([keyless("n", 2, removed=1)], ROUTER)
+    assert removing.meets(write_set([keyless("n", 1)], ROUTER))
+    assert not write_set([keyless("n", 1)], ROUTER).meets(write_set([keyless("n", 3)], ROUTER))
     assert not write_set([keyless("n")], ROUTER).meets(write_set([keyed("t", [1])], ROUTER))
 
 
