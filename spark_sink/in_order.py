@@ -136,7 +136,12 @@ class InOrder(Generic[Lane]):
         self._broken = False
         # The resolved ts of the last batch committed.
         self.committed_upto: int | None = None
-        # The most batches in flight at once so far (what the connections bought).
+        # How the batches since the last summary went: started, the most in flight at once, and
+        # how many waited for one they meet (what the connections bought, and what held them);
+        # and the most in flight at once ever.
+        self.started = 0
+        self._round_most = 0
+        self.met = 0
         self.most_in_flight = 0
         # The error of the first batch that did not commit, raised by drain().
         self._error: BaseException | None = None
@@ -160,24 +165,41 @@ class InOrder(Generic[Lane]):
         free and no batch in flight meets it. After a failed attempt nothing starts until every
         batch in flight is done: this raises the first error among them (a batch rolled back
         for an earlier one's failed attempt raises :class:`BatchAbandonedError`)."""
+        counted = False
         while True:
             with self._changed:
                 self._reap()
                 state = self._state
                 if not self._broken:
-                    if state.free and not any(i.writes.meets(writes) for i in state.in_flight):
+                    meets = any(i.writes.meets(writes) for i in state.in_flight)
+                    if meets and not counted:
+                        self.met, counted = self.met + 1, True
+                    if state.free and not meets:
                         lane = state.free.pop()
                         turn = Turn(self._last, upto, self._changed, self._attempt_failed)
                         self._last = turn
                         future = self._pool.submit(self._run, run, lane, turn)
                         state.in_flight.append(_InFlight(turn, writes, future, lane))
-                        self.most_in_flight = max(self.most_in_flight, len(state.in_flight))
+                        self.started += 1
+                        self._round_most = max(self._round_most, len(state.in_flight))
+                        self.most_in_flight = max(self.most_in_flight, self._round_most)
                         # Woken once the future is done, not only once the turn is.
                         future.add_done_callback(self._notify)
                         return
                     self._changed.wait()
                     continue
             self.drain()
+
+    def summary(self) -> str | None:
+        """How the batches since the last call went, in a few words (None: none started)."""
+        if not self.started:
+            return None
+        said = (
+            f"{self.started} batches over {len(self._lanes)} connections, at most "
+            f"{self._round_most} at once, {self.met} waited for one writing the same rows"
+        )
+        self.started = self._round_most = self.met = 0
+        return said
 
     def drain(self) -> int | None:
         """Wait for every batch in flight; raise the error of the first that did not commit

@@ -22,6 +22,7 @@ from config.settings import Settings
 from core.model import DDLEvent, RowChange
 from core.redis_client import REDIS_TRANSIENT
 from core.staging import Staging
+from core.tso import describe_tso
 from spark_sink.batch_steps import BatchSteps
 from spark_sink.batches import PlannedBatch, next_batch_rows
 from spark_sink.db.checkpoint import Checkpoint
@@ -232,6 +233,9 @@ class SinkLoop:
             started = True
             if isinstance(step, RoundEnd):
                 self._drain()
+                said = None if self._in_order is None else self._in_order.summary()
+                if said:
+                    log.info("round up to ts %s: %s", describe_tso(step.resolved), said)
                 # Every batch before the end is applied: the thread may trim and read on.
                 rounds.gate.applied(step.resolved)
                 self._ahead = Ahead(step.resolved, rounds)
