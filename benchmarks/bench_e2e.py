@@ -59,6 +59,14 @@ def now_tso() -> int:
     return int(time.time() * 1000) << TSO_SHIFT
 
 
+def _log(command: str) -> Any:
+    """Where a process's log goes: ``BENCH_LOG_DIR``/<command>.log when set, else nowhere."""
+    folder = os.environ.get("BENCH_LOG_DIR")
+    if not folder:
+        return subprocess.DEVNULL
+    return open(Path(folder) / f"{command}.log", "ab")
+
+
 def spawn(settings: Settings, command: str, connections: int = 1) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
@@ -70,7 +78,7 @@ def spawn(settings: Settings, command: str, connections: int = 1) -> subprocess.
     }
     return subprocess.Popen(
         [sys.executable, "-m", "ticdc_sink", command], env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=subprocess.DEVNULL, stderr=_log(command), start_new_session=True,
     )  # fmt: skip
 
 
