@@ -64,7 +64,7 @@ def _log(command: str) -> Any:
     folder = os.environ.get("BENCH_LOG_DIR")
     if not folder:
         return subprocess.DEVNULL
-    return open(Path(folder) / f"{command}.log", "ab")
+    return (Path(folder) / f"{command}.log").open("ab")
 
 
 def spawn(settings: Settings, command: str, connections: int = 1) -> subprocess.Popen[bytes]:
