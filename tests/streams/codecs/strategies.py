@@ -206,6 +206,8 @@ def ddls(draw: Any, protocol: str, schema: str, table: str) -> DDLEvent:
         query = draw(TEXT.filter(bool))
         return DDLEvent(ts, schema, draw(st.none() | st.just(table)), query, kind)
     if protocol == "canal-json":
+        # TiCDC sends no Canal-JSON DDL without its statement (rule ddl-sql).
+        query = draw(TEXT.filter(str.strip))
         return DDLEvent(ts, schema, draw(st.none() | st.just(table)), query, _ddl_action(query))
     named = st.none() | NAMES
     # TiCDC sends no Open Protocol DDL without its statement (rule ddl-value).
