@@ -28,10 +28,13 @@ TiCDC does not write (Canal-JSON's values are all text: the name alone says how 
 
 from __future__ import annotations
 
+from streams.codecs import grammar
+from streams.codecs.grammar import Rule
 from streams.codecs.open_grammar import MAX_NAME as MAX_NAME
-from streams.codecs.open_grammar import Rule
 
 # Canal-JSON messages carry no Kafka key: each example's key is empty, its value the message.
+Example = tuple[str, str]
+
 _TYPES = '"mysqlType":{"id":"int","v":"varchar"}'
 _HEAD = '"database":"db","table":"t","pkNames":["id"],"isDdl":false,'
 _INSERT = "{" + _HEAD + '"type":"INSERT",' + _TYPES
@@ -56,7 +59,7 @@ ROW_OLD = "row-old"
 IMAGE_COLUMNS = "image-columns"
 COLUMN_VALUE = "column-value"
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule[Example], ...] = (
     Rule(MESSAGE, "message", "a JSON object", (("", "[]"), ("", '"x"'), ("", "null"))),
     Rule(
         EXTENSION,
@@ -235,13 +238,11 @@ ACCEPTED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def rule(name: str) -> Rule:
+def rule(name: str) -> Rule[Example]:
     """The rule of that name."""
-    return next(found for found in RULES if found.name == name)
+    return grammar.find(RULES, name)
 
 
 def markdown() -> str:
     """The rules as the Markdown table docs/architecture.md holds."""
-    lines = ["| rule | part | what TiCDC writes |", "|---|---|---|"]
-    lines += [f"| `{r.name}` | {r.part} | {r.text} |" for r in RULES]
-    return "\n".join(lines)
+    return grammar.markdown(RULES)

@@ -3,7 +3,9 @@
 Every value is a string (binary ones as ISO-8859-1 text); column types come from ``mysqlType``
 and keys from ``pkNames``. With ``enable-tidb-extension`` rows carry ``_tidb.commitTs`` and
 watermarks arrive as ``{"type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": N}}``; without it the
-commit ts is unknown (0) and the global resolved ts cannot advance.
+commit ts is unknown (0) and the global resolved ts cannot advance. What TiCDC writes, field by
+field, is the grammar of :mod:`streams.codecs.canal_grammar`: a message breaking it is refused with
+a :class:`~config.errors.GrammarError` naming the rule.
 """
 
 from __future__ import annotations
