@@ -126,7 +126,8 @@ def dumps(document: Any) -> bytes:
 def _text(node: Any) -> str:
     if isinstance(node, dict):
         members = [f"{json.dumps(k, ensure_ascii=False)}:{_text(v)}" for k, v in node.items()]
-        if isinstance(node, Repeated):
+        # A later mutation may have dropped the repeated key: then it is written not at all.
+        if isinstance(node, Repeated) and node.repeated in node:
             name = json.dumps(node.repeated, ensure_ascii=False)
             members.insert(0, f"{name}:{_text(node.first)}")
         return "{" + ",".join(members) + "}"
