@@ -314,7 +314,9 @@ def _table_change(change: dict[str, Any]) -> None:
     ident, table = change.get("id"), change.get("table")
     if change.get("type").__class__ is not str or ident.__class__ is not str:
         raise broken(TABLE_CHANGES, "a table change needs 'type' and 'id', strings")
-    if len(ident) < 5 or ident[0] != '"' or ident[-1] != '"' or '"."' not in ident:
+    # A RENAME's id names two tables ("d"."new","d"."old"): the first is the one changed.
+    first = ident[1:-1].split('","', 1)[0]
+    if len(ident) < 5 or ident[0] != '"' or ident[-1] != '"' or '"."' not in first:
         raise broken(TABLE_CHANGES, f'id {shown(ident)} is not "db"."table"')
     if table is None:
         return
