@@ -3,6 +3,7 @@ subprocesses of one pipeline, their logs, and checking the downstream against wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -17,8 +18,12 @@ from urllib.parse import quote
 import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
+from core.redis_client import redis_client
 from core.staging import Staging
+from core.staging.dead_letters import MessageLetter
 from spark_sink.db.checkpoint import CheckpointWatch
+from streams.codecs import KafkaMessage
+from ticdc_sink.produce import send
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.
@@ -134,6 +139,45 @@ def assert_replicated(settings: Settings, *expected: Path) -> None:
     for state in expected:
         ok, report = verify(settings, state)
         assert ok, "\n".join(report)
+
+
+def assert_grammar_live(
+    settings: Settings,
+    protocol: str,
+    messages: list[tuple[int, KafkaMessage]],
+    final: int,
+    expected: Path,
+    malformed: list[tuple[str, KafkaMessage]],
+) -> None:
+    """Send ``messages`` (a workload whose last resolved ts is ``final``, which replicated leaves
+    ``expected``) with every message of ``malformed`` (rule name, message) sent between its two
+    halves to every partition; run a worker and a sink until the workload is applied. Neither
+    exits, the downstream is ``expected``, and each malformed message is one dead letter, at its
+    offset, naming its rule (the live tests of each protocol's grammar)."""
+    topic = settings.kafka.topics[0]
+    partitions = 1 + max(partition for partition, _ in messages)
+    half = len(messages) // 2
+    sent_before = [sum(1 for p, _ in messages[:half] if p == part) for part in range(partitions)]
+    middle = [(p, message) for p in range(partitions) for _, message in malformed]
+    asyncio.run(send(settings, topic, partitions, messages[:half] + middle + messages[half:]))
+    with pipeline_running(pipeline_env(settings, protocol)) as (worker, sink):
+        wait_for(
+            lambda: applied_resolved_ts(settings) >= final or worker.poll() is not None,
+            "the workload applied",
+        )
+        assert worker.poll() is None, "the worker exited"
+        assert sink.poll() is None, "the sink exited"
+    assert_replicated(settings, expected)
+    letters = Staging(redis_client(settings), settings.group).dead_letters.entries()
+    messages_only = [d for d in letters if isinstance(d, MessageLetter)]
+    assert len(messages_only) == len(letters), "a row of the workload was dead-lettered"
+    found = sorted((d.tp.partition, d.offset, d.error) for d in messages_only)
+    assert [(p, o) for p, o, _ in found] == [
+        (p, sent_before[p] + i) for p in range(partitions) for i in range(len(malformed))
+    ]
+    for partition, offset, error in found:
+        rule = malformed[offset - sent_before[partition]][0]
+        assert f"breaks rule {rule}" in error, (rule, error)
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -> None:

@@ -58,11 +58,13 @@ class Repeated(dict[str, Any]):
 @dataclass(frozen=True)
 class Mutations:
     """How a protocol's trees are mutated: the names it knows (not added as unknown ones), its
-    ``combine`` and which mutations it takes."""
+    ``combine``, which mutations it takes and values of its own a member may be retyped to
+    (numbers just past a field's range)."""
 
     known: frozenset[str]
     combine: Combine = field(default=lambda draw, node: False)
     ops: tuple[str, ...] = BASIC
+    retyped: tuple[Any, ...] = ()
 
 
 def paths(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -105,10 +107,11 @@ def mutated(draw: Any, tree: Any, how: Mutations) -> Any:
         elif op == "duplicate" and isinstance(parent, list):
             parent.insert(step, copy.deepcopy(node))
         elif op == "duplicate" and isinstance(parent, dict):
-            first = draw(st.sampled_from(RETYPED) | ANY)
+            first = draw(st.sampled_from([*RETYPED, *how.retyped]) | ANY)
             _parent(doc, path[:-1])[path[-2]] = Repeated(parent, step, copy.deepcopy(first))
         else:
-            parent[step] = copy.deepcopy(draw(st.sampled_from(RETYPED) | ANY))
+            retyped = st.sampled_from([*RETYPED, *how.retyped]) | ANY
+            parent[step] = copy.deepcopy(draw(retyped))
     return doc
 
 
