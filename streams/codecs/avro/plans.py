@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import DecodeError
+from config.errors import DecodeError, shown
 from core.model import ColumnFlag, ColumnType, MySQLType, Value, column_type, integer_range
 from streams.codecs import avro_grammar as grammar
 from streams.codecs.avro import wire
@@ -102,6 +102,9 @@ def record_plan(schema_id: int, text: str, part: str) -> RecordPlan:
     dropped: list[str] = []
     for field in schema.get("fields", ()):
         name = field["name"]
+        if name.__class__ is not str:
+            # fastavro parses a record whose field name is no string (it names nothing).
+            raise _unlike(f"a field named {shown(name)}", where)
         if name.startswith("_tidb_"):
             read.append((name, field["type"], None))
             if name not in (OP, COMMIT_TS):

@@ -6,6 +6,7 @@ long budget)."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import random
 
 import pytest
@@ -103,4 +104,6 @@ def test_structural_mutations_are_judged_by_the_grammar_alike_on_both_decoders(
     assert tally.clean, structure_table([tally]) + "\n" + "\n".join(tally.failures)
     # Mutations that break nothing, or everything, would not exercise the grammar.
     assert tally.valid > STRUCTURAL_CASES // 10 and tally.invalid > STRUCTURAL_CASES // 3
-    assert len(tally.rules) >= 8, tally.rules
+    # Most of the protocol's rules broken (Avro has 7, the others more).
+    rules = importlib.import_module(f"streams.codecs.{protocol}_grammar").RULES
+    assert len(tally.rules) >= min(8, len(rules)), tally.rules

@@ -175,6 +175,10 @@ def _split(message: Any) -> tuple[Any, Any]:
     return message.get("k"), message.get("v", _TOMBSTONE)
 
 
+def _int(value: Any) -> bool:
+    return type(value) is int and -(1 << 63) <= value < 1 << 64
+
+
 def _objects(items: Any) -> bool:
     return isinstance(items, list) and all(isinstance(item, dict) for item in items)
 
@@ -294,9 +298,8 @@ def _column_valid(column: dict[str, Any]) -> bool:
     name, type_name = column.get("name"), column.get("typeName")
     if type(name) is not str or not 0 < len(name) <= 64 or type_name not in _TYPE_NAMES:
         return False
-    if any(
-        column.get(n) is not None and type(column.get(n)) is not int for n in ("length", "scale")
-    ):
+    # orjson reads an integer past 64 bits as a float.
+    if any(column.get(n) is not None and not _int(column.get(n)) for n in ("length", "scale")):
         return False
     return column.get("charsetName") is None or type(column.get("charsetName")) is str
 
