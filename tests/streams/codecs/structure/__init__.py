@@ -20,7 +20,7 @@ import importlib
 from tests.streams.codecs.structure.judge import Subject
 
 # The protocols with a module here, by the name --protocol takes.
-PROTOCOLS = ("open", "craft")
+PROTOCOLS = ("open", "craft", "simple")
 
 
 def subject(protocol: str) -> Subject:
