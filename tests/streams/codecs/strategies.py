@@ -199,6 +199,8 @@ def ddls(draw: Any, protocol: str, schema: str, table: str) -> DDLEvent:
         columns = draw(column_types(protocol))
         table_schema = schema_from_types(schema, table, columns, draw(st.integers(0, 1 << 62)))
         kind = draw(st.sampled_from(["CREATE", "ALTER", "ERASE", "TRUNCATE", "QUERY"]))
+        # TiCDC sends no Simple DDL without its statement (rule schema-message).
+        query = draw(TEXT.filter(str.strip))
         return DDLEvent(ts, schema, table, query, kind, table_schema=table_schema)
     if protocol == "debezium":
         # TiCDC names a DDL's kind in its tableChanges, and sends no DDL without SQL.

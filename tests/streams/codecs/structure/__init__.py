@@ -20,7 +20,7 @@ import importlib
 from tests.streams.codecs.structure.judge import Subject
 
 # The protocols with a module here, by the name --protocol takes.
-PROTOCOLS = ("open", "craft", "canal", "debezium", "avro")
+PROTOCOLS = ("open", "craft", "simple", "canal", "debezium", "avro")
 
 
 def subject(protocol: str) -> Subject:

@@ -85,6 +85,7 @@ class Judge:
     def _valid(self, python: Any, native: list[Any], wire: tuple[bytes | None, bytes]) -> None:
         tally = self.tally
         tally.valid += 1
+        tally.native_decoded += bool(native) and native[0] is not None
         if not isinstance(python, list):
             tally.valid_refused += 1
             tally.fail(f"valid refused by python: {python}", wire)
