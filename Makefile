@@ -65,8 +65,8 @@ unit: $(STAMP)
 
 # The differential fuzz of the codecs, long budget: mutations of every protocol's real TiCDC
 # messages, native against Python; a table of what happened, exit 1 on any finding. Then the
-# structural fuzz of Open Protocol (messages generated from its grammar, their structure
-# mutated, judged by the grammar and both decoders). Then the model of the whole sink loop
+# structural fuzz of every protocol with a grammar (tests/streams/codecs/structure/: messages
+# generated from it, their structure mutated, judged by the grammar and both decoders). Then the model of the whole sink loop
 # (tests/spark_sink/test_loop_model.py), long budget, against the local MariaDB and TiDB
 # (`services up --tidb`).
 FUZZ_MUTATIONS ?= 100000
@@ -74,7 +74,7 @@ FUZZ_STRUCTURE_CASES ?= 100000
 SINK_LOOP_EXAMPLES ?= 200
 fuzz: $(STAMP)
 	$(BIN)/python -m tests.streams.codecs.fuzz --mutations $(FUZZ_MUTATIONS)
-	$(BIN)/python -m tests.streams.codecs.fuzz_structure --cases $(FUZZ_STRUCTURE_CASES)
+	$(BIN)/python -m tests.streams.codecs.structure --cases $(FUZZ_STRUCTURE_CASES)
 	SINK_LOOP_EXAMPLES=$(SINK_LOOP_EXAMPLES) $(BIN)/pytest -p no:cacheprovider \
 		tests/spark_sink/test_loop_model.py
 

@@ -2,7 +2,9 @@
 //! packed rows.
 //!
 //! The layout, checks and value rules follow `streams/codecs/craft.py` step by step; where that
-//! codec raises, this one hands the message back.
+//! codec raises, this one hands the message back. That includes a message outside the grammar of
+//! `streams/codecs/craft_grammar.py` (tests/streams/codecs/test_craft_grammar.py runs every rule's
+//! examples through both).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,6 +21,8 @@ const TYPE_RESOLVED: u64 = 3;
 const GROUP_NEW: u8 = 1;
 const GROUP_OLD: u8 = 2;
 const NULL_ID: i64 = -1;
+// The longest column name TiDB takes, in characters (grammar rule `group-columns`).
+const MAX_NAME: usize = 64;
 const MAX_VARINT_BYTES: usize = 10;
 const BINARY: u64 = 0x01;
 const UNSIGNED: u64 = 0x80;
@@ -443,12 +447,17 @@ fn events<'a>(message: &Message<'a>) -> Option<Vec<Event<'a>>> {
     if header.remaining() != 0 {
         return None;
     }
+    // Rules `message-events` and `size-tables`: one resolved or DDL event, or rows only, each
+    // row with its column-group size table.
+    let rows = types.iter().filter(|&&kind| kind == TYPE_ROW).count();
+    if count == 0 || (count > 1 && rows != count) || message.tables.len() != 2 + rows {
+        return None;
+    }
     let term_index = |id: i64| -> Option<Option<usize>> {
         message.term(id)?;
         Some(usize::try_from(id).ok())
     };
     let mut events = Vec::with_capacity(count);
-    let mut rows = 0;
     for index in 0..count {
         let (schema, table) = (term_index(schemas[index])?, term_index(tables[index])?);
         let mut body = Reader::new(
@@ -457,19 +466,24 @@ fn events<'a>(message: &Message<'a>) -> Option<Vec<Event<'a>>> {
             message.body_offsets[index + 1],
         )?;
         events.push(match types[index] {
-            TYPE_RESOLVED => Event::Resolved(timestamps[index]),
+            // Rule `resolved-body`: empty.
+            TYPE_RESOLVED if body.remaining() == 0 => Event::Resolved(timestamps[index]),
             TYPE_ROW => {
-                let group_sizes = message.tables.get(2 + rows)?;
-                rows += 1;
+                // Rules `row-table` and `partition`.
+                let named = |term: Option<usize>| term.filter(|&i| !message.terms[i].is_empty());
+                if named(schema).is_none() || named(table).is_none() || partitions[index] < NULL_ID
+                {
+                    return None;
+                }
                 Event::Row(RowEvent {
                     commit_ts: timestamps[index],
                     schema,
                     table,
                     partition: partitions[index],
-                    groups: groups(message, &mut body, group_sizes)?,
+                    groups: groups(message, &mut body, &message.tables[2 + events.len()])?,
                 })
             }
-            // DDL (rare) and unknown types: the Python codec.
+            // DDL (rare), unknown types and what breaks a rule: the Python codec.
             _ => return None,
         });
     }
@@ -495,7 +509,34 @@ fn groups<'a>(
         body.pos += size;
         groups.push(group_columns(message, &mut group)?);
     }
-    (body.remaining() == 0).then_some(groups)
+    (body.remaining() == 0 && grammatical(message, &groups)).then_some(groups)
+}
+
+/// Rules `column-groups`, `group-columns` and `update-images`: new alone, old alone or new then
+/// old; each group of columns named once by 1 to `MAX_NAME` characters; an update's two groups
+/// of the same columns, types and flags.
+fn grammatical(message: &Message<'_>, groups: &[Group<'_>]) -> bool {
+    let shape: Vec<bool> = groups.iter().map(|g| matches!(g.slot, Slot::New)).collect();
+    if !matches!(shape.as_slice(), [true] | [false] | [true, false]) {
+        return false;
+    }
+    let mut seen: Vec<HashMap<&str, (u32, u32)>> = Vec::with_capacity(2);
+    for group in groups {
+        let mut names = HashMap::with_capacity(group.columns.len());
+        for &(term, mysql_type, flags, _) in &group.columns {
+            if names
+                .insert(message.terms[term], (mysql_type, flags))
+                .is_some()
+            {
+                return false;
+            }
+        }
+        if names.is_empty() {
+            return false;
+        }
+        seen.push(names);
+    }
+    seen.len() == 1 || seen[0] == seen[1]
 }
 
 fn group_columns<'a>(message: &Message<'a>, group: &mut Reader<'a>) -> Option<Group<'a>> {
@@ -514,9 +555,13 @@ fn group_columns<'a>(message: &Message<'a>, group: &mut Reader<'a>) -> Option<Gr
     let types = group.uvarint_chunk(width)?;
     let flags = group.uvarint_chunk(width)?;
     let values = group.nullable_bytes_chunk(width)?;
+    if group.remaining() != 0 {
+        return None;
+    }
     let mut columns = Vec::with_capacity(width);
     for (((name, mysql_type), flags), raw) in names.into_iter().zip(types).zip(flags).zip(values) {
-        if mysql_type > 0xFF || flags >= 1 << 16 {
+        let length = message.terms[name].chars().count();
+        if mysql_type > 0xFF || flags >= 1 << 16 || length == 0 || length > MAX_NAME {
             return None;
         }
         columns.push((name, mysql_type as u32, flags as u32, raw));
@@ -564,7 +609,12 @@ fn cell(raw: &[u8], mysql_type: u32, flags: u32) -> Option<Value<'_>> {
 }
 
 fn cell_value(raw: &[u8], mysql_type: u32, flags: u32) -> Option<Value<'_>> {
-    let uvarint = || Reader::new(raw, 0, raw.len())?.uvarint();
+    // Rule `column-value`: the varint fills the value's bytes.
+    let uvarint = || {
+        let mut reader = Reader::new(raw, 0, raw.len())?;
+        let value = reader.uvarint()?;
+        (reader.remaining() == 0).then_some(value)
+    };
     let (unsigned, binary) = (
         u64::from(flags) & UNSIGNED != 0,
         u64::from(flags) & BINARY != 0,

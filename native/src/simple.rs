@@ -133,8 +133,16 @@ impl Prepared {
 
 #[derive(Deserialize)]
 struct Message<'a> {
+    #[serde(borrow)]
+    version: Option<&'a RawValue>,
     #[serde(borrow, rename = "type")]
     kind: Option<&'a RawValue>,
+    #[serde(borrow, rename = "buildTs")]
+    build_ts: Option<&'a RawValue>,
+    #[serde(borrow, rename = "tableID")]
+    table_id: Option<&'a RawValue>,
+    #[serde(borrow, rename = "claimCheckLocation")]
+    claim_check: Option<&'a RawValue>,
     #[serde(borrow)]
     database: Option<&'a RawValue>,
     #[serde(borrow)]
@@ -305,9 +313,15 @@ impl SimpleDecoder {
         let Some(value) = exact_bytes(value).filter(|data| data.len() <= self.max_bytes) else {
             return Ok(None);
         };
-        let Some(message) = parse::<Message>(value) else {
+        // Rule `message-object`: serde would also read the struct from an array.
+        let Some(message) = object(value).then(|| parse::<Message>(value)).flatten() else {
             return Ok(None);
         };
+        // Rules `version` and `ts-fields` (the commit ts is read below).
+        let build_ts = message.build_ts.and_then(|raw| integer_text(raw.get()));
+        if message.version.map(RawValue::get) != Some("1") || !matches!(build_ts, Some(Ok(_))) {
+            return Ok(None);
+        }
         let event = match message.kind.map(RawValue::get) {
             Some("\"WATERMARK\"") => match uint64(message.commit_ts) {
                 Some(ts) => Some(self.model.get().resolved(py, ts)?),
@@ -329,9 +343,18 @@ impl SimpleDecoder {
         message: &Message<'_>,
         op: usize,
     ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        // Rule `dml-fields`: a DML names its table; a claim check is the Python codec's.
         let (Some(schema), Some(table)) = (text(message.database), text(message.table)) else {
             return Ok(None);
         };
+        let absent = |raw: Option<&RawValue>| raw.is_none_or(|raw| raw.get() == "null");
+        if schema.is_empty()
+            || table.is_empty()
+            || !(absent(message.table_id) || integer(message.table_id))
+            || !absent(message.claim_check)
+        {
+            return Ok(None);
+        }
         let version = match message.schema_version.map(RawValue::get) {
             None | Some("null") => 0,
             Some(_) => match uint64(message.schema_version) {
@@ -402,7 +425,11 @@ impl SimpleDecoder {
             }
         }
         let [new, old] = images;
-        if (op == 2 && old.is_none()) || (op != 2 && new.is_none()) {
+        // Rule `row-images`: INSERT data alone, DELETE old alone, UPDATE both, none empty.
+        let carried = [op != 2, op != 0];
+        let empty =
+            [&message.data, &message.old].map(|raw| raw.as_ref().is_some_and(|v| v.0.is_empty()));
+        if [new.is_some(), old.is_some()] != carried || empty.contains(&true) {
             return Ok(None);
         }
         let row = Row {
@@ -552,12 +579,24 @@ fn cell<'py>(
     })
 }
 
-/// An integer within [-2^63, 2^64) as a uint64 (negatives wrap, as the Python codec reads them).
+/// An integer within [0, 2^64) (rules `ts-fields` and `dml-fields`: JSON carries uint64s).
 fn uint64(raw: Option<&RawValue>) -> Option<u64> {
     match integer_text(raw?.get())? {
-        Ok(value) => Some(value as u64),
+        Ok(value) => u64::try_from(value).ok(),
         Err(value) => Some(value),
     }
+}
+
+/// Whether the value is a JSON integer within [-2^63, 2^64).
+fn integer(raw: Option<&RawValue>) -> bool {
+    raw.and_then(|raw| integer_text(raw.get())).is_some()
+}
+
+/// Whether `data` starts as a JSON object does.
+fn object(data: &[u8]) -> bool {
+    data.iter()
+        .find(|byte| !matches!(byte, b' ' | b'\t' | b'\n' | b'\r'))
+        .is_some_and(|&byte| byte == b'{')
 }
 
 fn text(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {

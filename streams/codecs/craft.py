@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from config.errors import DecodeError, EncodeError
+from config.errors import DecodeError, EncodeError, GrammarError, shown
 from core.model import (
     BLOB_TYPES,
     CHAR_TYPES,
@@ -40,6 +40,7 @@ from core.model import (
     column_type,
 )
 from core.native import native_model
+from streams.codecs import craft_grammar as grammar
 from streams.codecs.base import MAX_MESSAGE_BYTES, KafkaMessage, PackingCodec
 from streams.codecs.craft_wire import (
     FLOAT64,
@@ -112,9 +113,7 @@ class _Message:
         if term_id == NULL_ID:
             return None
         if not 0 <= term_id < len(self.terms):
-            raise DecodeError(
-                PROTOCOL, f"term id {term_id} not in the dictionary", event_index=event
-            )
+            raise _broken(grammar.TERM_ID, f"term id {term_id} not in the dictionary", event)
         return self.terms[term_id]
 
 
@@ -127,15 +126,23 @@ def _decode_value(kind: ColumnType, raw: bytes | None, name: str, event: int) ->
         return checked_integer(kind, convert(raw))
     except (DecodeError, struct.error, UnicodeDecodeError, ValueError) as exc:
         reason = exc.reason if isinstance(exc, DecodeError) else str(exc)
-        raise DecodeError(
-            PROTOCOL, f"bad value: {reason}", event_index=event, where=f"column {name}"
+        raise GrammarError(
+            PROTOCOL,
+            grammar.COLUMN_VALUE,
+            f"bad value: {reason}",
+            event_index=event,
+            where=f"column {name}",
         ) from None
 
 
 def _raw_uvarint(raw: bytes) -> int:
     if len(raw) == 1 and raw[0] < 0x80:
         return raw[0]
-    return Reader(raw, 0, len(raw)).uvarint()
+    reader = Reader(raw, 0, len(raw))
+    value = reader.uvarint()
+    if reader.remaining():
+        raise ValueError(f"{reader.remaining()} bytes after the varint")
+    return value
 
 
 def _raw_varint(raw: bytes) -> int:
@@ -207,6 +214,51 @@ def _encode_value(kind: ColumnType, value: Value, name: str) -> bytes | None:
         raise EncodeError(f"column {name}: cannot encode {value!r} as type {mysql_type}") from exc
 
 
+def _broken(rule: str, reason: str, index: int | None = None) -> GrammarError:
+    """The error of a message breaking ``rule`` of :mod:`streams.codecs.craft_grammar`."""
+    return GrammarError(PROTOCOL, rule, reason, event_index=index)
+
+
+# A column group as read: its type, and per column the name's term id, type, flags and value.
+_Group = tuple[int, list[int], list[int], list[int], list[bytes | None]]
+
+
+def _groups(body: Reader, group_sizes: list[int], index: int) -> list[_Group]:
+    """A row body's column groups, each exactly the size its table gives (the framing)."""
+    groups: list[_Group] = []
+    for size in group_sizes:
+        if size < 0 or size > body.remaining():
+            raise body.fail(f"column group of {size} bytes does not fit its event", index)
+        group = Reader(body.data, body.pos, body.pos + size)
+        body.pos += size
+        group_type = group.byte()
+        width = group.count("column")
+        ids = group.delta_varint_chunk(width)
+        types = group.uvarint_chunk(width)
+        flags = group.uvarint_chunk(width)
+        values = group.nullable_bytes_chunk(width)
+        if group.remaining():
+            raise group.fail("column group is longer than its chunks", index)
+        groups.append((group_type, ids, types, flags, values))
+    if body.remaining():
+        raise body.fail("row body is longer than its column groups", index)
+    return groups
+
+
+def _ddl(body: Reader, ts: int, schema: str | None, table: str | None, index: int) -> DDLEvent:
+    action = body.uvarint()
+    query = body.take(body.length("query"))
+    try:
+        text = query.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _broken(grammar.DDL_BODY, "the statement is not UTF-8", index) from None
+    if not text.strip() or body.remaining():
+        raise _broken(
+            grammar.DDL_BODY, f"statement {shown(text)}, then {body.remaining()} bytes", index
+        )
+    return DDLEvent(ts, schema, table, text, action)
+
+
 class _Terms:
     def __init__(self) -> None:
         self.ids: dict[str, int] = {}
@@ -247,37 +299,43 @@ class CraftCodec(PackingCodec):
         tables = header.delta_varint_chunk(count)
         if header.remaining():
             raise header.fail("headers are longer than the chunks they hold")
+        if not count or (count > 1 and any(kind != TYPE_ROW for kind in types)):
+            raise _broken(grammar.MESSAGE_EVENTS, f"events of types {types[:8]} in one message")
+        if len(message.tables) != 2 + types.count(TYPE_ROW):
+            raise _broken(
+                grammar.SIZE_TABLES,
+                f"{len(message.tables) - 2} column-group size tables for "
+                f"{types.count(TYPE_ROW)} row events",
+            )
         events: list[Event] = []
-        rows = 0
         for index in range(count):
             body = Reader(
                 message.data, message.body_offsets[index], message.body_offsets[index + 1]
             )
             kind = types[index]
+            if kind not in (TYPE_ROW, TYPE_DDL, TYPE_RESOLVED):
+                raise _broken(grammar.EVENT_TYPE, f"event type {kind}", index)
             schema = message.term(schemas[index], index)
             table = message.term(tables[index], index)
             if kind == TYPE_RESOLVED:
+                if body.remaining():
+                    raise _broken(grammar.RESOLVED_BODY, f"{body.remaining()} bytes", index)
                 events.append(Resolved(timestamps[index]))
             elif kind == TYPE_DDL:
-                action = body.uvarint()
-                query = body.take(body.length("query"))
-                try:
-                    text = query.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise body.fail("DDL query is not UTF-8", index) from None
-                events.append(DDLEvent(timestamps[index], schema, table, text, action))
-            elif kind == TYPE_ROW:
-                if 2 + rows >= len(message.tables):
-                    raise body.fail("row event without its column group size table", index)
-                group_sizes = message.tables[2 + rows]
-                rows += 1
+                events.append(_ddl(body, timestamps[index], schema, table, index))
+            else:
+                if not schema or not table:
+                    raise _broken(grammar.ROW_TABLE, "a row without its schema or table", index)
+                if partitions[index] < NULL_ID:
+                    raise _broken(grammar.PARTITION, f"partition {partitions[index]}", index)
+                group_sizes = message.tables[2 + len(events)]
                 op, columns, new, old = self._row(body, group_sizes, message, index)
                 partition = None if partitions[index] == NULL_ID else partitions[index]
                 events.append(
                     RowChange(
                         timestamps[index],
-                        schema or "",
-                        table or "",
+                        schema,
+                        table,
                         op,
                         columns,
                         new,
@@ -285,42 +343,39 @@ class CraftCodec(PackingCodec):
                         partition_id=partition,
                     )
                 )
-            else:
-                raise body.fail(f"unknown event type {kind}", index)
         return events
 
     @staticmethod
     def _row(
         body: Reader, group_sizes: list[int], message: _Message, index: int
     ) -> tuple[Op, dict[str, ColumnType], dict[str, Value] | None, dict[str, Value] | None]:
+        groups = _groups(body, group_sizes, index)
+        shape = tuple(group_type for group_type, *_ in groups)
+        if shape not in grammar.GROUPS:
+            raise _broken(grammar.COLUMN_GROUPS, f"column groups of types {shape[:4]}", index)
         columns: dict[str, ColumnType] = {}
         images: dict[int, dict[str, Value]] = {}
-        for size in group_sizes:
-            if size < 0 or size > body.remaining():
-                raise body.fail(f"column group of {size} bytes does not fit its event", index)
-            group = Reader(body.data, body.pos, body.pos + size)
-            body.pos += size
-            group_type = group.byte()
-            if group_type not in (GROUP_NEW, GROUP_OLD):
-                raise group.fail(f"unknown column group type {group_type}", index)
-            width = group.count("column")
-            names = [message.term(i, index) for i in group.delta_varint_chunk(width)]
-            types = group.uvarint_chunk(width)
-            flags = group.uvarint_chunk(width)
-            values = group.nullable_bytes_chunk(width)
+        kinds: dict[int, dict[str, ColumnType]] = {}
+        for group_type, ids, types, flags, values in groups:
+            if not ids:
+                raise _broken(grammar.GROUP_COLUMNS, "a column group without columns", index)
             image: dict[str, Value] = {}
-            for name, mysql_type, flag, raw in zip(names, types, flags, values, strict=True):
-                if name is None or mysql_type > 0xFF or flag >= 1 << 16:
-                    raise group.fail("bad column name, type or flags", index)
+            kinds[group_type] = {}
+            for term_id, mysql_type, flag, raw in zip(ids, types, flags, values, strict=True):
+                name = message.term(term_id, index)
+                if name is None:
+                    raise _broken(grammar.TERM_ID, "a column without a name", index)
+                if mysql_type > 0xFF or flag >= 1 << 16:
+                    raise _broken(grammar.COLUMN_TYPE, f"type {mysql_type}, flags {flag}", index)
+                if not 0 < len(name) <= grammar.MAX_NAME or name in image:
+                    raise _broken(grammar.GROUP_COLUMNS, f"column name {shown(name)}", index)
                 kind = column_type(mysql_type, flag)
-                columns[name] = kind
+                kinds[group_type][name] = columns[name] = kind
                 image[name] = _decode_value(kind, raw, name, index)
             images[group_type] = image
-        if body.remaining():
-            raise body.fail("row body is longer than its column groups", index)
+        if len(kinds) == 2 and kinds[GROUP_OLD] != kinds[GROUP_NEW]:
+            raise _broken(grammar.UPDATE_IMAGES, "old and new images of other columns", index)
         new, old = images.get(GROUP_NEW), images.get(GROUP_OLD)
-        if new is None and old is None:
-            raise body.fail("row event without columns", index)
         op = Op.UPDATE if new is not None and old is not None else Op.INSERT
         if new is None:
             op = Op.DELETE

@@ -6,7 +6,10 @@ is the ``source.commit_ts`` it adds to Debezium's source block. DDL is a Debeziu
 message (``payload.ddl`` and ``tableChanges``); a watermark is ``op: "m"`` with its ts in
 ``source.commit_ts`` (TiCDC's decoder also takes a message with neither ``op`` nor ``ddl`` as
 one). Values follow ``streams.codecs.debezium_values``: a table's DDL completes what each row's
-schema leaves out, so the codec remembers the last ``tableChanges`` of each table.
+schema leaves out, so the codec remembers the last ``tableChanges`` of each table. What TiCDC
+writes, field by field, is the grammar of :mod:`streams.codecs.debezium_grammar`, whose checks run
+before the value readers: a message breaking it is refused with a
+:class:`~config.errors.GrammarError` naming the rule.
 
 Longer than the usual module on purpose: the decoder and the encoder stay together, as in
 tiflow's own package: the encoder writes the fixtures the decoder's property tests read, and a
@@ -33,6 +36,7 @@ from core.model import (
     RowChange,
     Value,
 )
+from streams.codecs import debezium_grammar as grammar
 from streams.codecs.base import MAX_MESSAGE_BYTES, Codec, KafkaMessage
 from streams.codecs.debezium_values import (
     LAST_DDL_VERSION,
@@ -51,7 +55,7 @@ from streams.codecs.limits import Limit
 from streams.codecs.simple_schema import SchemaStore
 from streams.codecs.values import checked_integer
 
-PROTOCOL = "debezium"
+PROTOCOL = grammar.PROTOCOL
 # TiCDC's default cluster id, which names its schemas ("<cluster>.<db>.<table>.Value").
 CLUSTER = "default"
 DEBEZIUM_VERSION = "2.4.0.Final"
@@ -116,15 +120,13 @@ class DebeziumCodec(Codec):
             message = orjson.loads(value)
         except orjson.JSONDecodeError as exc:
             raise DecodeError(PROTOCOL, f"not JSON: {exc}", event_index=0) from None
+        payload = grammar.payload_of(message)
+        op = grammar.op_of(payload)
         try:
-            payload = message["payload"]
-            op = payload.get("op")
             if op in _OPS:
-                return [self._row(key, message, payload, _OPS[op])]
-            if op == _WATERMARK_OP or (not op and "ddl" not in payload):
+                return [self._row(key, message, payload, op)]
+            if op == _WATERMARK_OP or "ddl" not in payload:
                 return [Resolved(_uint64(payload["source"]["commit_ts"], "source.commit_ts"))]
-            if op:
-                raise DecodeError(PROTOCOL, f"unknown op {shown(op)}", where="payload.op")
             return self._schema_change(payload)
         except DecodeError:
             raise
@@ -134,19 +136,20 @@ class DebeziumCodec(Codec):
             ) from None
 
     def _schema_change(self, payload: dict[str, Any]) -> list[Event]:
+        query = grammar.statement(payload)
         changes = payload.get("tableChanges") or []
         for change in changes:
             table = change.get("table")
             if table is not None:
-                db, name = _table_id(change["id"])
-                columns = {c["name"]: ddl_column(c) for c in table.get("columns") or ()}
+                try:
+                    db, name = _table_id(change["id"])
+                    columns = {c["name"]: ddl_column(c) for c in table["columns"]}
+                except (ValueError, TypeError, AttributeError) as exc:
+                    raise grammar.broken(grammar.TABLE_CHANGES, str(exc)) from None
                 self._tables[(db, name)] = columns
                 self._generation += 1
                 if self.schemas is not None:
                     self.schemas.put(ddl_table_schema(db, name, columns))
-        query = payload["ddl"]
-        if query.__class__ is not str:
-            raise ValueError("'ddl' must be a string")
         if not query:
             return []  # the project's encoder announcing a table's column types
         source = payload["source"]
@@ -161,20 +164,17 @@ class DebeziumCodec(Codec):
         ]
 
     def _row(
-        self, key: bytes | None, message: dict[str, Any], payload: dict[str, Any], op: Op
+        self, key: bytes | None, message: dict[str, Any], payload: dict[str, Any], code: str
     ) -> RowChange:
+        fields = _row_fields(message)
+        grammar.row_images(code, payload, frozenset(fields) if fields else None)
+        op = _OPS[code]
         source = payload["source"]
         db, table = source["db"], source["table"]
         plan = self._plans.get((db, table))
         if plan is None or plan.generation != self._generation:
             plan = self._plan(key, message, db, table)
         after, before = payload.get("after"), payload.get("before")
-        if after is None and before is None:
-            raise DecodeError(PROTOCOL, "row without before or after", where="payload")
-        if (after is not None and after.__class__ is not dict) or (
-            before is not None and before.__class__ is not dict
-        ):
-            raise DecodeError(PROTOCOL, "before and after must be objects", where="payload")
         if not plan.names.issuperset(after or ()) or not plan.names.issuperset(before or ()):
             # A column the plan does not know: make it again from this message's schema.
             plan = self._plan(key, message, db, table)
@@ -192,8 +192,6 @@ class DebeziumCodec(Codec):
             columns = dict(plan.columns)
         else:
             columns = {name: plan.columns[name] for name in image or ()}
-        if (op is Op.DELETE and old is None) or (op is not Op.DELETE and new is None):
-            raise DecodeError(PROTOCOL, f"{op.value} without its row image", where="payload")
         commit_ts = source["commit_ts"]
         if commit_ts.__class__ is not int or not 0 <= commit_ts <= _MASK64:
             commit_ts = _uint64(commit_ts, "source.commit_ts")
@@ -209,7 +207,7 @@ class DebeziumCodec(Codec):
 
     def _plan(self, key: bytes | None, message: dict[str, Any], db: str, table: str) -> Plan:
         fields = _row_fields(message)
-        keys = set(orjson.loads(key)["payload"]) if key else set()
+        keys = grammar.key_columns(key, orjson.loads(key) if key else None)
         ddl = self._tables.get((db, table))
         if ddl is None:
             known = self.schemas and self.schemas.get(db, table, LAST_DDL_VERSION)
@@ -380,10 +378,10 @@ def _image(plan: Plan, raw: dict[str, Any] | None) -> dict[str, Value] | None:
             if value is not None:
                 bound.check(value)
     except (ValueError, TypeError, KeyError, OverflowError) as exc:
-        raise DecodeError(
-            PROTOCOL,
+        raise grammar.broken(
+            grammar.COLUMN_VALUE,
             f"bad value {shown(raw.get(name))}: {type(exc).__name__}: {exc}",
-            where=f"payload.{name}",
+            f"payload.{name}",
         ) from None
     return image
 

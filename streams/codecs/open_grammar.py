@@ -23,21 +23,15 @@ never combines, an empty image or column name, a DDL without its statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from streams.codecs import grammar
+from streams.codecs.grammar import Rule
 
 # The longest column name TiDB takes (MySQL's identifier limit), in characters.
 MAX_NAME = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One rule: its name (as dead letters say it), the part of a message it governs, what
-    TiCDC writes there, and messages breaking it as (key JSON, value JSON) of one event."""
-
-    name: str
-    part: str
-    text: str
-    examples: tuple[tuple[str, str], ...]
+# A rule's examples are (key JSON, value JSON) of one event.
+Example = tuple[str, str]
 
 
 _ROW_KEY = '{"ts":5,"scm":"db","tbl":"t","t":1}'
@@ -55,7 +49,7 @@ COLUMN_NAME = "column-name"
 COLUMN = "column-object"
 DDL_VALUE = "ddl-value"
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule[Example], ...] = (
     Rule(
         KEY_OBJECT,
         "key",
@@ -171,13 +165,11 @@ ACCEPTED: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def rule(name: str) -> Rule:
+def rule(name: str) -> Rule[Example]:
     """The rule of that name."""
-    return next(found for found in RULES if found.name == name)
+    return grammar.find(RULES, name)
 
 
 def markdown() -> str:
     """The rules as the Markdown table docs/architecture.md holds."""
-    lines = ["| rule | part | what TiCDC writes |", "|---|---|---|"]
-    lines += [f"| `{r.name}` | {r.part} | {r.text} |" for r in RULES]
-    return "\n".join(lines)
+    return grammar.markdown(RULES)

@@ -14,6 +14,8 @@ from core.model import ColumnFlag, ColumnSchema, ColumnType, IndexSchema, MySQLT
 from core.model import column_type as shared_type
 from streams.codecs.limits import Limit, limit
 
+# The longest column name TiDB takes (MySQL's identifier limit), in characters.
+MAX_NAME = 64
 # mysqlType names (their first word) and the type codes they stand for.
 _TYPE_CODES: dict[str, MySQLType] = {
     "tinyint": MySQLType.TINY,
@@ -209,6 +211,69 @@ def _scalar_text(value: Any, field: str) -> str:
             f"a column's '{field}' must be a string or number, not {type(value).__name__}"
         )
     return str(value)
+
+
+def check_table_schema(raw: Any, avro: bool) -> None:
+    """Raise ValueError unless ``raw`` is a table schema as TiCDC writes one (rule
+    ``table-schema`` of streams/codecs/simple_grammar.py; tiflow ``simple/message.go``
+    ``TableSchema``, ``columnSchema``, ``dataType``, ``IndexSchema``)."""
+    if raw.__class__ is not dict:
+        raise ValueError("not an object")
+    for field in ("database" if avro else "schema", "table"):
+        if raw.get(field).__class__ is not str or not raw[field]:
+            raise ValueError(f"'{field}' must be a non-empty string")
+    for field in ("tableID", "version"):
+        if raw.get(field).__class__ is not int:
+            raise ValueError(f"'{field}' must be an integer")
+    columns, indexes = raw.get("columns"), raw.get("indexes")
+    if columns.__class__ is not list or not columns or indexes.__class__ is not list:
+        raise ValueError("'columns' must be a non-empty array, 'indexes' an array")
+    names: set[str] = set()
+    for column in columns:
+        name = column.get("name") if column.__class__ is dict else None
+        if name.__class__ is not str or not 0 < len(name) <= MAX_NAME or name in names:
+            raise ValueError(f"column name {shown(name)}")
+        names.add(name)
+        data_type = column.get("dataType")
+        if data_type.__class__ is not dict or data_type.get("mysqlType").__class__ is not str:
+            raise ValueError(f"column {shown(name)}: 'dataType' must hold a 'mysqlType' string")
+        type_code(data_type["mysqlType"])
+        if column.get("nullable").__class__ is not bool:
+            raise ValueError(f"column {shown(name)}: 'nullable' must be a boolean")
+        for field, kinds in _DATA_TYPE_FIELDS:
+            if data_type.get(field).__class__ not in kinds:
+                raise ValueError(f"column {shown(name)}: a 'dataType' {field} of the wrong type")
+        elements = data_type.get("elements")
+        if elements is not None and not all(e.__class__ is str for e in elements):
+            raise ValueError(f"column {shown(name)}: 'elements' must be strings")
+        if column.get("default").__class__ not in _SCALARS:
+            raise ValueError(f"column {shown(name)}: 'default' must be a JSON scalar or null")
+    for index in indexes:
+        members = index.get("columns") if index.__class__ is dict else None
+        if members.__class__ is not list or not members:
+            raise ValueError(f"an index's 'columns' must be a non-empty array: {shown(members)}")
+        if not all(member.__class__ is str and member in names for member in members):
+            raise ValueError(f"an index's 'columns' must name the table's, not {shown(members)}")
+        if index.get("name").__class__ is not str:
+            raise ValueError("an index's 'name' must be a string")
+        if any(index.get(flag).__class__ not in (bool, _NONE) for flag in _INDEX_FLAGS):
+            raise ValueError("an index's 'unique', 'primary' and 'nullable' must be booleans")
+
+
+# The optional fields of a column's ``dataType`` and the types each may have (null: absent, or
+# null in Avro).
+_NONE = type(None)
+_DATA_TYPE_FIELDS = (
+    ("charset", (str, _NONE)),
+    ("collate", (str, _NONE)),
+    ("length", (int, _NONE)),
+    ("decimal", (int, _NONE)),
+    ("elements", (list, _NONE)),
+    ("unsigned", (bool, _NONE)),
+    ("zerofill", (bool, _NONE)),
+)
+_SCALARS = (str, int, float, bool, _NONE)
+_INDEX_FLAGS = ("unique", "primary", "nullable")
 
 
 def parse_table_schema(raw: Mapping[str, Any]) -> TableSchema:

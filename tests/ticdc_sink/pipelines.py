@@ -3,6 +3,7 @@ subprocesses of one pipeline, their logs, and checking the downstream against wh
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
@@ -17,8 +18,13 @@ from urllib.parse import quote
 import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
+from core.kafka_client import kafka_options
+from core.redis_client import redis_client
 from core.staging import Staging
+from core.staging.dead_letters import MessageLetter
 from spark_sink.db.checkpoint import CheckpointWatch
+from streams.codecs import KafkaMessage
+from ticdc_sink.produce import send
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.
@@ -134,6 +140,69 @@ def assert_replicated(settings: Settings, *expected: Path) -> None:
     for state in expected:
         ok, report = verify(settings, state)
         assert ok, "\n".join(report)
+
+
+def assert_grammar_live(
+    settings: Settings,
+    protocol: str,
+    messages: list[tuple[int, KafkaMessage]],
+    final: int,
+    expected: Path,
+    malformed: list[tuple[str, KafkaMessage]],
+    topics: Sequence[str] = (),
+    **env: str,
+) -> None:
+    """Send ``messages`` (a workload whose last resolved ts is ``final``, which replicated leaves
+    ``expected``) with every message of ``malformed`` (rule name, message) sent between its two
+    halves to every partition; run a worker and a sink until the workload is applied. Neither
+    exits, the downstream is ``expected``, and each malformed message is one dead letter, at its
+    offset, naming its rule (the live tests of each protocol's grammar). A stream of a topic per
+    table (Avro) names its ``topics`` (where messages naming none go) and the malformed
+    messages' one topic; ``env`` is the worker's and sink's environment beyond the pipeline's."""
+    topic = settings.kafka.topics[0]
+    partitions = 1 + max(partition for partition, _ in messages)
+    half = len(messages) // 2
+    # The malformed messages' topic, and what it held before them: offsets are per topic.
+    target = malformed[0][1].topic
+    sent_before = [
+        sum(1 for p, m in messages[:half] if p == part and m.topic in (None, target))
+        for part in range(partitions)
+    ]
+    middle = [(p, message) for p in range(partitions) for _, message in malformed]
+    sent = messages[:half] + middle + messages[half:]
+    asyncio.run(send(settings, topic, partitions, sent, topics))
+    with pipeline_running(pipeline_env(settings, protocol, **env)) as (worker, sink):
+        wait_for(
+            lambda: applied_resolved_ts(settings) >= final or worker.poll() is not None,
+            "the workload applied",
+        )
+        assert worker.poll() is None, "the worker exited"
+        assert sink.poll() is None, "the sink exited"
+    assert_replicated(settings, expected)
+    letters = Staging(redis_client(settings), settings.group).dead_letters.entries()
+    messages_only = [d for d in letters if isinstance(d, MessageLetter)]
+    assert len(messages_only) == len(letters), "a row of the workload was dead-lettered"
+    found = sorted((d.tp.partition, d.offset, d.error) for d in messages_only)
+    assert [(p, o) for p, o, _ in found] == [
+        (p, sent_before[p] + i) for p in range(partitions) for i in range(len(malformed))
+    ]
+    for partition, offset, error in found:
+        rule = malformed[offset - sent_before[partition]][0]
+        assert f"breaks rule {rule}" in error, (rule, error)
+
+
+async def delete_topics(settings: Settings, prefix: str) -> None:
+    """Delete the topics named ``<prefix>_...`` (a stream of a topic per table)."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(**kafka_options(settings))
+    await admin.start()
+    try:
+        topics = [t for t in await admin.list_topics() if t.startswith(f"{prefix}_")]
+        if topics:
+            await admin.delete_topics(topics)
+    finally:
+        await admin.close()
 
 
 def wait_for(condition: Callable[[], object], what: str, timeout: float = 120) -> None:

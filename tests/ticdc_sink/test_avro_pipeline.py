@@ -22,7 +22,6 @@ import orjson
 import pytest
 
 from config.settings import Settings
-from core.kafka_client import kafka_options
 from core.model import Resolved
 from spark_sink.db.connection import connect
 from streams.codecs.avro import AvroCodec
@@ -31,6 +30,7 @@ from tests.ticdc_sink.pipelines import (
     PROCESS_LOGS,
     applied_resolved_ts,
     assert_replicated,
+    delete_topics,
     pipeline_env,
     pipeline_running,
     spawn,
@@ -63,20 +63,7 @@ def avro_pipeline(
     )
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"DROP DATABASE IF EXISTS `{unique}_b`")
-    asyncio.run(_delete_topics(pipeline, unique))
-
-
-async def _delete_topics(settings: Settings, prefix: str) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    admin = AIOKafkaAdminClient(**kafka_options(settings))
-    await admin.start()
-    try:
-        topics = [t for t in await admin.list_topics() if t.startswith(f"{prefix}_")]
-        if topics:
-            await admin.delete_topics(topics)
-    finally:
-        await admin.close()
+    asyncio.run(delete_topics(pipeline, unique))
 
 
 def _produce(env: dict[str, str], topic: str, schema: str, expected: Path, *more: str) -> int:

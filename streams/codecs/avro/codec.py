@@ -38,6 +38,7 @@ from typing import Any
 
 from config.errors import ConfigError, DecodeError, UnknownSchemaError, shown
 from core.model import DDLEvent, Event, Op, Resolved, RowChange
+from streams.codecs import avro_grammar as grammar
 from streams.codecs.avro import wire
 from streams.codecs.avro.encoder import AvroEncoder
 from streams.codecs.avro.plans import (
@@ -138,11 +139,11 @@ class AvroCodec(Codec):
                     fields["type"],
                 )
             ]
-        raise DecodeError(
-            PROTOCOL,
+        raise grammar.broken(
+            grammar.VALUE_KIND,
             f"value starts with byte {first}: neither a Confluent Avro frame (0), a TiCDC DDL (1)"
             " nor a checkpoint (2)",
-            where="value byte 0",
+            "value byte 0",
         )
 
     def _passed(self, ts: int) -> None:
@@ -158,7 +159,7 @@ class AvroCodec(Codec):
         record, (op_code, commit_ts), _ = self._read(plan.value, value, "value")
         op = _OPS.get(op_code)
         if op is None:
-            raise DecodeError(PROTOCOL, f"_tidb_op is {shown(op_code)}, not 'c' or 'u'", where=OP)
+            raise grammar.broken(grammar.OP, f"_tidb_op is {shown(op_code)}, not 'c' or 'u'", OP)
         if op is Op.UPDATE and not plan.keyed:
             # Without a key nor an old image, nothing says which of the table's rows changed.
             raise DecodeError(
@@ -179,11 +180,11 @@ class AvroCodec(Codec):
 
     def _delete(self, key: bytes | None) -> RowChange:
         if not key:
-            raise DecodeError(
-                PROTOCOL,
+            raise grammar.broken(
+                grammar.DELETE_KEY,
                 "a message with neither key nor value: a delete of a table without a handle key,"
                 " which TiCDC's Avro protocol cannot carry",
-                where="key",
+                "key",
             )
         plan = self._keys.get(key[: wire.HEADER]) or self._key_plan(key)
         record, _, _ = self._read(plan.value, key, "key")
@@ -252,7 +253,19 @@ class AvroCodec(Codec):
         value_id = wire.schema_id(value_frame, "value")
         key_id = wire.schema_id(key, "key") if key else None
         value = self._value_plan(value_id)
-        keys = frozenset() if key_id is None else self._record(key_id, "key").names
+        keys: frozenset[str] = frozenset()
+        if key_id is not None:
+            record = self._record(key_id, "key")
+            keys = record.names
+            if (record.database, record.table) != (value.database, value.table) or not (
+                keys <= value.names
+            ):
+                raise grammar.broken(
+                    grammar.KEY_RECORD,
+                    f"key record {record.database}.{record.table} of {sorted(keys)}, value record"
+                    f" {value.database}.{value.table} of {sorted(value.names)}",
+                    "key",
+                )
         fields = tuple(
             FieldPlan(f.name, keyed(f.kind), f.reader) if f.name in keys else f
             for f in value.fields

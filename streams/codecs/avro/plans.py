@@ -10,8 +10,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from config.errors import DecodeError
+from config.errors import DecodeError, shown
 from core.model import ColumnFlag, ColumnType, MySQLType, Value, column_type, integer_range
+from streams.codecs import avro_grammar as grammar
 from streams.codecs.avro import wire
 from streams.codecs.avro.binary import RecordReader, record_reader
 from streams.codecs.avro.types import (
@@ -90,19 +91,20 @@ def record_plan(schema_id: int, text: str, part: str) -> RecordPlan:
         schema = json.loads(text)
         parsed = fastavro.parse_schema(json.loads(text))
     except Exception as exc:  # json's and fastavro's many kinds of refusal
-        raise DecodeError(PROTOCOL, f"not an Avro schema: {exc}", where=where) from None
+        raise _unlike(f"not an Avro schema: {exc}", where) from None
     if not isinstance(schema, dict) or schema.get("type") != "record":
-        raise DecodeError(PROTOCOL, "the schema is not a record", where=where)
+        raise _unlike("the schema is not a record", where)
     _, dot, database = str(schema.get("namespace", "")).partition(".")
     if not dot or not database:
-        raise DecodeError(
-            PROTOCOL, "the record's namespace is not TiCDC's '<namespace>.<schema>'", where=where
-        )
+        raise _unlike("the record's namespace is not TiCDC's '<namespace>.<schema>'", where)
     fields: list[FieldPlan] = []
     read: list[tuple[str, Any, Reader | range | None]] = []
     dropped: list[str] = []
     for field in schema.get("fields", ()):
         name = field["name"]
+        if name.__class__ is not str:
+            # fastavro parses a record whose field name is no string (it names nothing).
+            raise _unlike(f"a field named {shown(name)}", where)
         if name.startswith("_tidb_"):
             read.append((name, field["type"], None))
             if name not in (OP, COMMIT_TS):
@@ -111,11 +113,13 @@ def record_plan(schema_id: int, text: str, part: str) -> RecordPlan:
         try:
             plan = _field_plan(name, field["type"])
         except ValueError as exc:
-            raise DecodeError(PROTOCOL, str(exc), where=where) from None
+            raise _unlike(str(exc), where) from None
         fields.append(plan)
         bounds = integer_range(plan.kind.mysql_type, plan.kind.is_unsigned)
         checked = plan.kind.mysql_type in _RANGE_CHECKED and bounds is not None
         read.append((name, field["type"], bounds if checked else plan.reader))
+    if not fields:
+        raise _unlike("a record of no column", where)
     names = {name for name, _, _ in read}
     return RecordPlan(
         database,
@@ -126,6 +130,11 @@ def record_plan(schema_id: int, text: str, part: str) -> RecordPlan:
         COMMIT_TS in names and OP in names,
         record_reader(read, (OP, COMMIT_TS), frozenset(dropped)),
     )
+
+
+def _unlike(reason: str, where: str) -> DecodeError:
+    """A schema TiCDC would not have written: the message naming it breaks rule record-schema."""
+    return grammar.broken(grammar.RECORD_SCHEMA, reason, where)
 
 
 def _field_plan(name: str, avro_type: Any) -> FieldPlan:

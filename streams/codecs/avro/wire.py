@@ -18,6 +18,7 @@ import orjson
 
 from config.errors import DecodeError
 from core.avro_names import sanitize_name as sanitize_name
+from streams.codecs import avro_grammar as grammar
 
 PROTOCOL = "avro"
 MAGIC = 0
@@ -59,10 +60,10 @@ def checkpoint(ts: int) -> bytes:
 
 def checkpoint_ts(value: bytes) -> int:
     if len(value) != 9:
-        raise DecodeError(
-            PROTOCOL,
+        raise grammar.broken(
+            grammar.CHECKPOINT,
             f"checkpoint message of {len(value)} bytes, not 9 (the byte 2 and an 8-byte ts)",
-            where=f"value byte {min(len(value), 9)}",
+            f"value byte {min(len(value), 9)}",
         )
     return int.from_bytes(value[1:], "big")
 
@@ -81,14 +82,16 @@ def ddl_fields(value: bytes) -> dict[str, Any]:
             PROTOCOL, f"DDL message is not JSON: {exc}", where="value byte 1"
         ) from None
     if not isinstance(fields, dict):
-        raise DecodeError(PROTOCOL, "DDL message is not a JSON object", where="value byte 1")
+        raise grammar.broken(grammar.DDL, "DDL message is not a JSON object", "value byte 1")
     for name, kind in _DDL_FIELDS.items():
-        if not isinstance(fields.get(name), kind) or isinstance(fields.get(name), bool):
-            raise DecodeError(
-                PROTOCOL, f"DDL message's {name!r} is missing or not a {kind.__name__}", where=name
+        if fields.get(name).__class__ is not kind:
+            raise grammar.broken(
+                grammar.DDL, f"DDL message's {name!r} is missing or not a {kind.__name__}", name
             )
     if not 0 <= fields["commitTs"] < 1 << 64:
-        raise DecodeError(PROTOCOL, "DDL message's commitTs is not a TSO", where="commitTs")
+        raise grammar.broken(grammar.DDL, "DDL message's commitTs is not a TSO", "commitTs")
+    if not fields["query"].strip():
+        raise grammar.broken(grammar.DDL, "DDL message without its statement", "query")
     return fields
 
 

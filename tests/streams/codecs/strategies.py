@@ -199,6 +199,8 @@ def ddls(draw: Any, protocol: str, schema: str, table: str) -> DDLEvent:
         columns = draw(column_types(protocol))
         table_schema = schema_from_types(schema, table, columns, draw(st.integers(0, 1 << 62)))
         kind = draw(st.sampled_from(["CREATE", "ALTER", "ERASE", "TRUNCATE", "QUERY"]))
+        # TiCDC sends no Simple DDL without its statement (rule schema-message).
+        query = draw(TEXT.filter(str.strip))
         return DDLEvent(ts, schema, table, query, kind, table_schema=table_schema)
     if protocol == "debezium":
         # TiCDC names a DDL's kind in its tableChanges, and sends no DDL without SQL.
@@ -206,6 +208,8 @@ def ddls(draw: Any, protocol: str, schema: str, table: str) -> DDLEvent:
         query = draw(TEXT.filter(bool))
         return DDLEvent(ts, schema, draw(st.none() | st.just(table)), query, kind)
     if protocol == "canal-json":
+        # TiCDC sends no Canal-JSON DDL without its statement (rule ddl-sql).
+        query = draw(TEXT.filter(str.strip))
         return DDLEvent(ts, schema, draw(st.none() | st.just(table)), query, _ddl_action(query))
     named = st.none() | NAMES
     # TiCDC sends no Open Protocol DDL without its statement (rule ddl-value).
@@ -281,8 +285,8 @@ def avro_event_lists(draw: Any) -> list[Event]:
             events.append(Resolved(draw(TSO)))
         else:
             named = st.none() | AVRO_NAMES
-            ddl = DDLEvent(
-                draw(TSO), draw(named), draw(named), draw(TEXT), draw(st.integers(0, 70))
-            )
+            # TiCDC sends no Avro DDL without its statement (rule ddl-json).
+            query = draw(TEXT.filter(str.strip))
+            ddl = DDLEvent(draw(TSO), draw(named), draw(named), query, draw(st.integers(0, 70)))
             events.append(ddl)
     return events

@@ -171,7 +171,7 @@ def test_invalid_utf8_text_is_a_decode_error() -> None:
 
 def test_simple_dml_before_its_schema_names_the_table() -> None:
     dml = (
-        b'{"version":1,"database":"d","table":"t","type":"INSERT","commitTs":5,'
+        b'{"version":1,"database":"d","table":"t","type":"INSERT","commitTs":5,"buildTs":0,'
         b'"schemaVersion":7,"data":{"a":"1"}}'
     )
     with pytest.raises(MissingSchemaError) as caught:
