@@ -139,7 +139,9 @@ def _valid() -> st.SearchStrategy[dict[str, Any]]:
 def _combine(draw: Any, node: Any) -> bool:
     """An image a DML type never carries, a schema where none goes, or images of whole rows
     marked as holding the handle key only."""
-    if not isinstance(node, dict) or node.get("type") not in grammar.IMAGES:
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        return False
+    if node["type"] not in grammar.IMAGES:
         return False
     field = draw(st.sampled_from(["data", "old", "tableSchema", "handleKeyOnly"]))
     if field == "handleKeyOnly":
@@ -267,7 +269,10 @@ def _dml_verdict(message: dict[str, Any], kind: str) -> str | None:
     version = get("schemaVersion")
     if version is not None and (type(version) is not int or not 0 <= version < 1 << 64):
         return grammar.DML_FIELDS
-    for field, kind_of in (("tableID", int), ("handleKeyOnly", bool), ("claimCheckLocation", str)):
+    table_id = get("tableID")
+    if table_id is not None and (type(table_id) is not int or not -(1 << 63) <= table_id < 1 << 63):
+        return grammar.DML_FIELDS
+    for field, kind_of in (("handleKeyOnly", bool), ("claimCheckLocation", str)):
         if get(field) is not None and type(get(field)) is not kind_of:
             return grammar.DML_FIELDS
     if get("claimCheckLocation"):
