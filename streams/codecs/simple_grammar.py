@@ -213,8 +213,9 @@ RULES: tuple[Rule[str], ...] = (
     Rule(
         TABLE_SCHEMA,
         "`tableSchema`, `preTableSchema`",
-        "`schema` (in Avro `database`) and `table` non-empty strings, `tableID` and `version` "
-        "integers; `columns` a non-empty array of objects: `name` 1 to 64 characters, once, "
+        "`schema` (in Avro `database`) and `table` non-empty strings, `tableID` an int64, "
+        "`version` a uint64 (in Avro a long); `columns` a non-empty array of objects: `name` 1 "
+        "to 64 characters, once, "
         "`dataType` an object whose `mysqlType` names a MySQL type (`charset`, `collate` "
         "strings, `length`, `decimal` integers, `elements` strings, `unsigned`, `zerofill` "
         "booleans, or null), `nullable` a boolean, `default` a JSON scalar or null; `indexes` "

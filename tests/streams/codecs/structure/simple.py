@@ -210,7 +210,9 @@ def _schema_verdict(table: Any, required: bool) -> str | None:
 
 def _schema_valid(table: dict[str, Any]) -> bool:
     names_ok = all(isinstance(table.get(f), str) and table[f] for f in ("schema", "table"))
-    ints_ok = all(type(table.get(f)) is int for f in ("tableID", "version"))
+    table_id, version = table.get("tableID"), table.get("version")
+    ints_ok = type(table_id) is int and -(1 << 63) <= table_id < 1 << 63
+    ints_ok = ints_ok and type(version) is int and 0 <= version < 1 << 64
     columns, indexes = table.get("columns"), table.get("indexes")
     if not names_ok or not ints_ok or not isinstance(columns, list) or not columns:
         return False
