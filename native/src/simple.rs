@@ -318,8 +318,7 @@ impl SimpleDecoder {
             return Ok(None);
         };
         // Rules `version` and `ts-fields` (the commit ts is read below).
-        let build_ts = message.build_ts.and_then(|raw| integer_text(raw.get()));
-        if message.version.map(RawValue::get) != Some("1") || !matches!(build_ts, Some(Ok(_))) {
+        if message.version.map(RawValue::get) != Some("1") || !int64(message.build_ts) {
             return Ok(None);
         }
         let event = match message.kind.map(RawValue::get) {
@@ -350,7 +349,7 @@ impl SimpleDecoder {
         let absent = |raw: Option<&RawValue>| raw.is_none_or(|raw| raw.get() == "null");
         if schema.is_empty()
             || table.is_empty()
-            || !(absent(message.table_id) || integer(message.table_id))
+            || !(absent(message.table_id) || int64(message.table_id))
             || !absent(message.claim_check)
         {
             return Ok(None);
@@ -587,9 +586,9 @@ fn uint64(raw: Option<&RawValue>) -> Option<u64> {
     }
 }
 
-/// Whether the value is a JSON integer within [-2^63, 2^64).
-fn integer(raw: Option<&RawValue>) -> bool {
-    raw.and_then(|raw| integer_text(raw.get())).is_some()
+/// Whether the value is a JSON integer within [-2^63, 2^63): Go's int64 (`buildTs`, `tableID`).
+fn int64(raw: Option<&RawValue>) -> bool {
+    matches!(raw.and_then(|raw| integer_text(raw.get())), Some(Ok(_)))
 }
 
 /// Whether `data` starts as a JSON object does.

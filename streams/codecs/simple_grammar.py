@@ -22,12 +22,12 @@ hands such a message to it. Bytes that are no JSON (or no Avro) at all stay a pl
 Accepted, because harmless: a field the grammar does not name (TiCDC's ``checksum``, whatever a
 later version adds, in a message, table schema, column or index), a repeated key (the last
 counts, as in Go's decoder), null where a field is optional, a ``tableID`` or ``buildTs`` of any
-integer. Refused are the shapes that would be applied as something TiCDC never meant: an insert
-carrying an old image or an update without one (applied as an upsert), an empty image, a column
-the table's schema does not have, a handle-key-only image that is not the table's handle key, a
-DDL without its statement, a table schema without columns or with an index of columns it does
-not have. A column type name the project does not know is refused too (``table-schema``): the
-values of such a column could not be typed.
+int64 (Go's type; neither is read). Refused are the shapes that would be applied as something
+TiCDC never meant: an insert carrying an old image or an update without one (applied as an
+upsert), an empty image, a column the table's schema does not have, a handle-key-only image that
+is not the table's handle key, a DDL without its statement, a table schema without columns or
+with an index of columns it does not have. A column type name the project does not know is
+refused too (``table-schema``): the values of such a column could not be typed.
 
 Examples are JSON messages on the table :data:`BOOTSTRAP` announces.
 """
@@ -134,13 +134,15 @@ RULES: tuple[Rule[str], ...] = (
             '{"version":1,"type":"WATERMARK","commitTs":"5","buildTs":0}',
             '{"version":1,"type":"WATERMARK","commitTs":5}',
             dml("INSERT", '"data":' + _ROW).replace('"buildTs":0', '"buildTs":1.5'),
+            '{"version":1,"type":"WATERMARK","commitTs":5,"buildTs":9223372036854775808}',
         ),
     ),
     Rule(
         DML_FIELDS,
         "DML",
         "`database` and `table` non-empty strings; `schemaVersion` an integer 0..2^64-1, "
-        "`tableID` an integer, `handleKeyOnly` a boolean, `claimCheckLocation` a string, where "
+        "`tableID` an integer -2^63..2^63-1, `handleKeyOnly` a boolean, `claimCheckLocation` "
+        "a string, where "
         "present (null in Avro)",
         (
             dml("INSERT", '"data":' + _ROW, _HEAD.replace('"table":"t",', "")),
@@ -149,6 +151,7 @@ RULES: tuple[Rule[str], ...] = (
             dml("INSERT", '"handleKeyOnly":1,"data":' + _ROW),
             dml("INSERT", '"claimCheckLocation":7,"data":' + _ROW),
             dml("INSERT", '"data":' + _ROW).replace('"schemaVersion":1', '"schemaVersion":-1'),
+            dml("INSERT", '"data":' + _ROW).replace('"tableID":7', '"tableID":9223372036854775808'),
         ),
     ),
     Rule(
@@ -210,8 +213,9 @@ RULES: tuple[Rule[str], ...] = (
     Rule(
         TABLE_SCHEMA,
         "`tableSchema`, `preTableSchema`",
-        "`schema` (in Avro `database`) and `table` non-empty strings, `tableID` and `version` "
-        "integers; `columns` a non-empty array of objects: `name` 1 to 64 characters, once, "
+        "`schema` (in Avro `database`) and `table` non-empty strings, `tableID` an int64, "
+        "`version` a uint64 (in Avro a long); `columns` a non-empty array of objects: `name` 1 "
+        "to 64 characters, once, "
         "`dataType` an object whose `mysqlType` names a MySQL type (`charset`, `collate` "
         "strings, `length`, `decimal` integers, `elements` strings, `unsigned`, `zerofill` "
         "booleans, or null), `nullable` a boolean, `default` a JSON scalar or null; `indexes` "
@@ -286,6 +290,9 @@ def _check_dml(protocol: str, message: dict[str, Any], kind: str, low: int) -> N
     version = get("schemaVersion")
     if version is not None and (version.__class__ is not int or not low <= version < 1 << 64):
         raise broken(protocol, DML_FIELDS, f"schemaVersion {shown(version)}")
+    table_id = get("tableID")
+    if table_id is not None and not _int64(table_id):
+        raise broken(protocol, DML_FIELDS, f"'tableID' must be an int64, not {shown(table_id)}")
     for field, of_type, what in _OPTIONAL_DML_FIELDS:
         if get(field) is not None and get(field).__class__ is not of_type:
             raise broken(protocol, DML_FIELDS, f"'{field}' must be {what}, not {shown(get(field))}")
@@ -305,7 +312,6 @@ def _int64(value: Any) -> bool:
 
 # A DML's fields that may be absent (null in Avro), their types and how an error names them.
 _OPTIONAL_DML_FIELDS = (
-    ("tableID", int, "an integer"),
     ("handleKeyOnly", bool, "a boolean"),
     ("claimCheckLocation", str, "a string"),
 )

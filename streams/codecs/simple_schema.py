@@ -222,9 +222,13 @@ def check_table_schema(raw: Any, avro: bool) -> None:
     for field in ("database" if avro else "schema", "table"):
         if raw.get(field).__class__ is not str or not raw[field]:
             raise ValueError(f"'{field}' must be a non-empty string")
-    for field in ("tableID", "version"):
-        if raw.get(field).__class__ is not int:
-            raise ValueError(f"'{field}' must be an integer")
+    # Go's int64 and uint64 (in Avro a long, the uint64's bits).
+    table_id, version = raw.get("tableID"), raw.get("version")
+    if table_id.__class__ is not int or not -(1 << 63) <= table_id < 1 << 63:
+        raise ValueError(f"'tableID' must be an int64, not {shown(table_id)}")
+    low = -(1 << 63) if avro else 0
+    if version.__class__ is not int or not low <= version < 1 << 64:
+        raise ValueError(f"'version' must be a uint64, not {shown(version)}")
     columns, indexes = raw.get("columns"), raw.get("indexes")
     if columns.__class__ is not list or not columns or indexes.__class__ is not list:
         raise ValueError("'columns' must be a non-empty array, 'indexes' an array")

@@ -6,6 +6,8 @@ one as Python does (or hand it back too)."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,16 +43,23 @@ class Subject:
     native: Callable[[], list[Decode] | None]
 
 
+class OutOfTime(BaseException):
+    """The run's time budget is spent (a BaseException: hypothesis lets it through)."""
+
+
 class Judge:
     """Both decoders and the oracle, over one message at a time."""
 
-    def __init__(self, subject: Subject) -> None:
+    def __init__(self, subject: Subject, until: float = math.inf) -> None:
+        self.until = until
         self.subject = subject
         self.python = subject.python()
         self.native = subject.native() or []
         self.tally = Tally(subject.name)
 
     def check(self, message: Any) -> None:
+        if time.monotonic() > self.until:
+            raise OutOfTime
         tally = self.tally
         tally.cases += 1
         broken = self.subject.oracle(message)
@@ -114,9 +123,10 @@ class Judge:
             tally.fail(f"native accepts what breaks {broken}", wire)
 
 
-def run(subject: Subject, cases: int, seed: int = 0) -> Tally:
-    """``cases`` generated messages of ``subject`` through the judge."""
-    judge = Judge(subject)
+def run(subject: Subject, cases: int, seed: int = 0, seconds: float = math.inf) -> Tally:
+    """``cases`` generated messages of ``subject`` through the judge, or as many as ``seconds``
+    allow (the tally says how many)."""
+    judge = Judge(subject, time.monotonic() + seconds)
 
     @settings(
         max_examples=cases,
@@ -130,5 +140,6 @@ def run(subject: Subject, cases: int, seed: int = 0) -> Tally:
     def each(message: Any) -> None:
         judge.check(message)
 
-    each()
+    with contextlib.suppress(OutOfTime):
+        each()
     return judge.tally

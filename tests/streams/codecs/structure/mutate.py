@@ -46,8 +46,9 @@ Combine = Callable[[Any, Any], bool]
 
 
 class Repeated(dict[str, Any]):
-    """An object whose ``repeated`` key :func:`dumps` writes twice: first with ``first``, then
-    with the value the dict holds (the last counts in Go's and Python's decoders)."""
+    """An object whose ``repeated`` key :func:`dumps` writes twice (while the dict holds it):
+    first with ``first``, then with the value the dict holds (the last counts in Go's and
+    Python's decoders)."""
 
     def __init__(self, source: dict[str, Any], repeated: str, first: Any) -> None:
         super().__init__(source)
@@ -128,11 +129,14 @@ def dumps(document: Any) -> bytes:
 
 def _text(node: Any) -> str:
     if isinstance(node, dict):
-        members = [f"{json.dumps(k, ensure_ascii=False)}:{_text(v)}" for k, v in node.items()]
-        # A later mutation may have dropped the repeated key: then it is written not at all.
-        if isinstance(node, Repeated) and node.repeated in node:
-            name = json.dumps(node.repeated, ensure_ascii=False)
-            members.insert(0, f"{name}:{_text(node.first)}")
+        members = []
+        for name, value in node.items():
+            key = json.dumps(name, ensure_ascii=False)
+            if isinstance(node, Repeated) and name == node.repeated:
+                # Right before the value that counts: a decoder keeps a key where it first saw
+                # it, so the tree's order stays the message's.
+                members.append(f"{key}:{_text(node.first)}")
+            members.append(f"{key}:{_text(value)}")
         return "{" + ",".join(members) + "}"
     if isinstance(node, list):
         return "[" + ",".join(_text(item) for item in node) + "]"

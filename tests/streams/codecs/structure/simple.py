@@ -139,7 +139,9 @@ def _valid() -> st.SearchStrategy[dict[str, Any]]:
 def _combine(draw: Any, node: Any) -> bool:
     """An image a DML type never carries, a schema where none goes, or images of whole rows
     marked as holding the handle key only."""
-    if not isinstance(node, dict) or node.get("type") not in grammar.IMAGES:
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        return False
+    if node["type"] not in grammar.IMAGES:
         return False
     field = draw(st.sampled_from(["data", "old", "tableSchema", "handleKeyOnly"]))
     if field == "handleKeyOnly":
@@ -208,7 +210,9 @@ def _schema_verdict(table: Any, required: bool) -> str | None:
 
 def _schema_valid(table: dict[str, Any]) -> bool:
     names_ok = all(isinstance(table.get(f), str) and table[f] for f in ("schema", "table"))
-    ints_ok = all(type(table.get(f)) is int for f in ("tableID", "version"))
+    table_id, version = table.get("tableID"), table.get("version")
+    ints_ok = type(table_id) is int and -(1 << 63) <= table_id < 1 << 63
+    ints_ok = ints_ok and type(version) is int and 0 <= version < 1 << 64
     columns, indexes = table.get("columns"), table.get("indexes")
     if not names_ok or not ints_ok or not isinstance(columns, list) or not columns:
         return False
@@ -267,7 +271,10 @@ def _dml_verdict(message: dict[str, Any], kind: str) -> str | None:
     version = get("schemaVersion")
     if version is not None and (type(version) is not int or not 0 <= version < 1 << 64):
         return grammar.DML_FIELDS
-    for field, kind_of in (("tableID", int), ("handleKeyOnly", bool), ("claimCheckLocation", str)):
+    table_id = get("tableID")
+    if table_id is not None and (type(table_id) is not int or not -(1 << 63) <= table_id < 1 << 63):
+        return grammar.DML_FIELDS
+    for field, kind_of in (("handleKeyOnly", bool), ("claimCheckLocation", str)):
         if get(field) is not None and type(get(field)) is not kind_of:
             return grammar.DML_FIELDS
     if get("claimCheckLocation"):
