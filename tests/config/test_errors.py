@@ -16,7 +16,7 @@ from config.errors import (
 from streams.codecs.simple import SimpleJSONCodec
 
 DML_BEFORE_ITS_SCHEMA = (
-    b'{"version":1,"database":"d","table":"t","type":"INSERT","commitTs":5,'
+    b'{"version":1,"database":"d","table":"t","type":"INSERT","commitTs":5,"buildTs":5,'
     b'"schemaVersion":7,"data":{"a":"1"}}'
 )
 

@@ -275,13 +275,15 @@ def test_a_bad_string_in_a_skipped_field_is_handed_back(protocol: str, bad: byte
 def _bootstrap(mysql_type: str) -> bytes:
     column = {"name": "c", "dataType": {"mysqlType": mysql_type}, "nullable": True}
     table = {"schema": "s", "table": "t", "tableID": 1, "version": 7, "columns": [column]}
-    return orjson.dumps({"version": 1, "type": "BOOTSTRAP", "commitTs": 0, "tableSchema": table})
+    table["indexes"] = []
+    bootstrap = {"version": 1, "type": "BOOTSTRAP", "commitTs": 0, "buildTs": 1}
+    return orjson.dumps(bootstrap | {"tableSchema": table})
 
 
 def test_a_table_announced_again_is_read_with_its_new_layout() -> None:
     codec = codec_for("simple")
-    row = b'{"database":"s","table":"t","type":"INSERT","commitTs":10,"schemaVersion":7,'
-    row += b'"data":{"c":"5"}}'
+    row = b'{"version":1,"database":"s","table":"t","type":"INSERT","commitTs":10,"buildTs":10,'
+    row += b'"schemaVersion":7,"data":{"c":"5"}}'
     codec.decode(None, _bootstrap("int"))
     codec.decode(None, row)  # the Python path makes the table's layout
     assert codec._native.decode(None, row)[0].new == {"c": 5}
