@@ -15,16 +15,19 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
+import orjson
 import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
 from core.kafka_client import kafka_options
+from core.model import RowChange
 from core.redis_client import redis_client
 from core.staging import Staging
 from core.staging.dead_letters import MessageLetter
 from spark_sink.db.checkpoint import CheckpointWatch
-from streams.codecs import KafkaMessage
-from ticdc_sink.produce import send
+from streams.codecs import Codec, KafkaMessage
+from ticdc_sink.produce import expected_state, scenario_messages, send
+from ticdc_sink.scenario import Scenario
 from ticdc_sink.verify import verify
 
 # Partitions of the topic the ``topic`` fixture (conftest.py) creates.
@@ -257,3 +260,27 @@ def client_ports(process: subprocess.Popen[bytes], server_port: int) -> set[int]
             if fields[9] in inodes and remote == server_port:
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+def assert_grammar_live_on_a_row(
+    settings: Settings,
+    unique: str,
+    tmp_path: Path,
+    protocol: str,
+    codec: Codec,
+    malformed: Callable[[RowChange], list[tuple[str, KafkaMessage]]],
+) -> None:
+    """:func:`assert_grammar_live` on the scenario's workload in ``protocol`` over 2 partitions,
+    the malformed messages made by ``malformed`` on a row of the workload's first half (its
+    table, at its commit ts), as ``codec`` reads it."""
+    scenario = Scenario(seed=40, transactions=80, schema=unique)
+    messages, final = scenario_messages(scenario, protocol, 2, seed=40)
+    row = next(
+        event
+        for _, message in messages[: len(messages) // 2]
+        for event in codec.decode(message.key, message.value)
+        if isinstance(event, RowChange)
+    )
+    expected = tmp_path / "expected.json"
+    expected.write_bytes(orjson.dumps(expected_state(scenario, protocol)))
+    assert_grammar_live(settings, protocol, messages, final, expected, malformed(row))

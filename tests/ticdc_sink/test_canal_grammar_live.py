@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 
 from config.settings import Settings
@@ -16,13 +15,9 @@ from core.model import RowChange
 from streams.codecs import KafkaMessage
 from streams.codecs import canal_grammar as grammar
 from streams.codecs.canal_json import CanalJSONCodec
-from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live
-from ticdc_sink.produce import expected_state, scenario_messages
-from ticdc_sink.scenario import Scenario
+from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live_on_a_row
 
 pytestmark = pytest.mark.integration
-
-PARTITIONS = 2
 
 
 def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
@@ -47,15 +42,6 @@ def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
 def test_messages_breaking_the_grammar_are_dead_letters_and_the_workload_replicates(
     pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
-    scenario = Scenario(seed=40, transactions=80, schema=unique)
-    messages, final = scenario_messages(scenario, "canal-json", PARTITIONS, seed=40)
-    codec = CanalJSONCodec()
-    row = next(
-        event
-        for _, message in messages[: len(messages) // 2]
-        for event in codec.decode(message.key, message.value)
-        if isinstance(event, RowChange)
+    assert_grammar_live_on_a_row(
+        pipeline, unique, tmp_path, "canal-json", CanalJSONCodec(), _malformed
     )
-    expected = tmp_path / "expected.json"
-    expected.write_bytes(orjson.dumps(expected_state(scenario, "canal-json")))
-    assert_grammar_live(pipeline, "canal-json", messages, final, expected, _malformed(row))

@@ -9,7 +9,6 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
 from config.settings import Settings
@@ -18,13 +17,9 @@ from streams.codecs import KafkaMessage
 from streams.codecs import craft_grammar as grammar
 from streams.codecs.craft import CraftCodec
 from tests.streams.codecs.structure.craft import write
-from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live
-from ticdc_sink.produce import expected_state, scenario_messages
-from ticdc_sink.scenario import Scenario
+from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live_on_a_row
 
 pytestmark = pytest.mark.integration
-
-PARTITIONS = 2
 
 
 def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
@@ -48,15 +43,6 @@ def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
 def test_messages_breaking_the_grammar_are_dead_letters_and_the_workload_replicates(
     pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
-    scenario = Scenario(seed=40, transactions=80, schema=unique)
-    messages, final = scenario_messages(scenario, "craft", PARTITIONS, seed=40)
-    codec = CraftCodec(native=False)
-    row = next(
-        event
-        for _, message in messages[: len(messages) // 2]
-        for event in codec.decode(message.key, message.value)
-        if isinstance(event, RowChange)
+    assert_grammar_live_on_a_row(
+        pipeline, unique, tmp_path, "craft", CraftCodec(native=False), _malformed
     )
-    expected = tmp_path / "expected.json"
-    expected.write_bytes(orjson.dumps(expected_state(scenario, "craft")))
-    assert_grammar_live(pipeline, "craft", messages, final, expected, _malformed(row))

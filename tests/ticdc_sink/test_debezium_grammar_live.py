@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import orjson
 import pytest
 
 from config.settings import Settings
@@ -17,13 +16,9 @@ from core.model import RowChange
 from streams.codecs import KafkaMessage
 from streams.codecs import debezium_grammar as grammar
 from streams.codecs.debezium import DebeziumCodec
-from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live
-from ticdc_sink.produce import expected_state, scenario_messages
-from ticdc_sink.scenario import Scenario
+from tests.ticdc_sink.pipelines import ON_EVERY_SERVER, assert_grammar_live_on_a_row
 
 pytestmark = pytest.mark.integration
-
-PARTITIONS = 2
 
 
 def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
@@ -49,15 +44,6 @@ def _malformed(row: RowChange) -> list[tuple[str, KafkaMessage]]:
 def test_messages_breaking_the_grammar_are_dead_letters_and_the_workload_replicates(
     pipeline: Settings, unique: str, tmp_path: Path
 ) -> None:
-    scenario = Scenario(seed=40, transactions=80, schema=unique)
-    messages, final = scenario_messages(scenario, "debezium", PARTITIONS, seed=40)
-    codec = DebeziumCodec()
-    row = next(
-        event
-        for _, message in messages[: len(messages) // 2]
-        for event in codec.decode(message.key, message.value)
-        if isinstance(event, RowChange)
+    assert_grammar_live_on_a_row(
+        pipeline, unique, tmp_path, "debezium", DebeziumCodec(), _malformed
     )
-    expected = tmp_path / "expected.json"
-    expected.write_bytes(orjson.dumps(expected_state(scenario, "debezium")))
-    assert_grammar_live(pipeline, "debezium", messages, final, expected, _malformed(row))
