@@ -158,7 +158,7 @@ def test_a_replay_still_waiting_for_its_schema_is_refused_in_one_line(
     # A Simple DML whose table schema Redis does not hold: the hold signal, refused by name.
     monkeypatch.setenv("TICDC_SINK_PROTOCOL", "simple")
     (tmp_path / "dml").write_bytes(
-        b'{"version":1,"database":"shop","table":"orders","type":"INSERT","commitTs":5,'
+        b'{"version":1,"database":"shop","table":"orders","type":"INSERT","commitTs":5,"buildTs":5,'
         b'"schemaVersion":7,"data":{"id":"1"}}'
     )
     assert main(["deadletters", "replay", entry, "--value", str(tmp_path / "dml")]) == 1
