@@ -136,8 +136,11 @@ def test_poison_at_the_head_of_every_partition_is_dead_lettered_and_the_rest_rep
     reasons = {d.offset: d.error for d in letters if d.tp.partition == 0}
     assert "is out of range for a" in reasons[0]
     assert "is out of range for a" in reasons[1]
-    assert reasons[2].startswith("DecodeError: simple: ") and len(reasons[2]) < 300
-    assert "'data' must be an object" in reasons[3]
+    assert (
+        reasons[2].startswith("GrammarError: simple: breaks rule ts-fields")
+        and len(reasons[2]) < 300
+    )
+    assert "breaks rule row-images: INSERT with 'data' [1, 2]" in reasons[3]
     assert "TICDC_SINK_HELD_MAX_MESSAGES" in reasons[4]
     assert "4 characters, past the 3 a varchar(3) column holds" in reasons[6]
     assert "member 3 is past the 2 members of this enum column" in reasons[7]
