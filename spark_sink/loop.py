@@ -100,12 +100,7 @@ class SinkLoop:
                 if upto is None or upto <= after:
                     return checkpoint.resolved_ts
                 rounds = read_rounds(
-                    self.settings,
-                    self.staging,
-                    after,
-                    upto,
-                    self.batch_rows,
-                    self.gate.resolved,
+                    self.settings, self.staging, after, upto, self.batch_rows, self.gate.resolved
                 )
                 resolved = self._apply_round(rounds, checkpoint)
                 if resolved is None:

@@ -113,9 +113,9 @@ def read_rounds(
     """Rounds from the one of the changes after ``after`` up to ``resolved``, read and planned
     by a thread while the loop applies (the apply mostly waits on the downstream): the batches
     being applied, one planned, one being read; each next round up to ``resolved_ts()``. One
-    planned, however many connections apply: the round's end is handed over only once the loop
-    took the step before it, which is what lets the thread trim a round once the next round's
-    first step is handed over (the loop has committed the round by then)."""
+    planned, however many connections apply: with more queued, the thread could hand over a
+    round's end before the loop took the one before, and the gate between them (one decision a
+    round) would lose its signal."""
     gate = RoundGate()
     planned = planned_rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
     steps = read_ahead(planned, limit=1, chunk=1, pipeline=settings.group)
