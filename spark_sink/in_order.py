@@ -243,8 +243,9 @@ class InOrder(Generic[Lane]):
             self._changed.notify_all()
 
     def _reap(self) -> None:
-        """Take the finished batches at the head of the order off the in-flight list (and
-        every finished one's connection back): the first error is kept for :meth:`drain`."""
+        """Take the finished batches at the head of the order off the in-flight list, their
+        connections back (a later batch that finished first keeps its connection until those
+        before it are done); the first error is kept for :meth:`drain`."""
         state = self._state
         keep = []
         head = True
