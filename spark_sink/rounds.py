@@ -42,6 +42,7 @@ class RoundGate:
         # says the round is applied), so its taking the end is no proof of the commit.
         self._committed = 0
         self._stopped = False
+        self._ended = False
         # An applied round's resolved ts the thread has not trimmed yet (it reads on first).
         self.untrimmed: int | None = None
 
@@ -52,11 +53,18 @@ class RoundGate:
         self._committed = max(self._committed, resolved)
         self._applied.set()
         self._decided.wait()
-        self._decided.clear()
+        if not self._ended:
+            self._decided.clear()
         # Set for a thread that decided before the round was applied, and so never waited.
         self._applied.clear()
 
     def decided(self) -> None:
+        self._decided.set()
+
+    def ended(self) -> None:
+        """The thread reads no more (it ended, failed or was closed): a loop at a round's end
+        waits for no decision (the failure, if any, is the thread's next step)."""
+        self._ended = True
         self._decided.set()
 
     def trimmable(self, resolved: int) -> bool:
@@ -136,6 +144,23 @@ def planned_rounds(
     else once the round is applied. A round read on at its predecessor's end starts with
     batches as big as that one's biggest, one read after a wait (the sink caught up) small
     again. Each applied round is trimmed here, off the loop's thread."""
+    try:
+        yield from _rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
+    finally:
+        # Also when reading the next resolved ts fails after a round's end was handed over:
+        # the loop at that end must not wait for a decision that never comes.
+        gate.ended()
+
+
+def _rounds(
+    settings: Settings,
+    staging: Staging,
+    after: int,
+    resolved: int,
+    batch_rows: int,
+    gate: RoundGate,
+    resolved_ts: ResolvedTs | None,
+) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
     pipeline = settings.group
     configured = settings.sink.batch_rows
     next_resolved = staging.global_resolved_ts if resolved_ts is None else resolved_ts

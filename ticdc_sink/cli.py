@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import signal
@@ -288,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the long-running commands (worker, apply) install handlers of their own over these.
     for signum in STOP_SIGNALS:
         signal.signal(signum, _stop_requested)
+    # A process that seems stuck shows where, and runs on (as a JVM's thread dump): written
+    # by the interpreter itself, so even a main thread blocked in C answers.
+    faulthandler.register(signal.SIGQUIT, all_threads=True)
     try:
         return handler(args)
     except ConfigError as exc:

@@ -260,3 +260,42 @@ def test_a_round_read_on_past_is_trimmed_only_once_the_loop_says_it_is_applied(
     assert isinstance(next(steps), RoundEnd)
     assert [ts for ts, _ in recording.trimmed] == [TS + 6]
     steps.close()
+
+
+def test_a_failed_read_of_the_next_resolved_ts_at_a_rounds_end_is_raised_not_waited_for(
+    pipeline: Settings, staging: Staging, scratch_db: str
+) -> None:
+    """Redis gone as the thread reads the next resolved ts after a round's end: the loop, at
+    that end, goes on (the round is applied) and the next round raises the thread's error for
+    the sink's outage handling; it never waits for a decision the thread cannot make."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    stage = keyed_rows(pipeline, staging, scratch_db)
+    stage(0, 1, 3)
+    sink = SinkLoop(pipeline, staging, Target(pipeline))
+    real = sink.gate.resolved
+    reads = iter([real])  # the loop's own read answers; the thread's next one fails
+
+    def resolved() -> int | None:
+        read = next(reads, None)
+        if read is None:
+            raise RedisConnectionError("Connection refused")
+        return read()
+
+    sink.gate.resolved = resolved  # type: ignore[method-assign]
+    outcome: list[object] = []
+    loop = threading.Thread(target=lambda: outcome.append(sink.run_once()), daemon=True)
+    loop.start()
+    loop.join(timeout=30)
+    assert not loop.is_alive(), "the loop waits at the round's end for the failed thread"
+    assert outcome == [TS + 3]
+    with pytest.raises(RedisConnectionError):
+        sink.run_once()
+    sink.gate.resolved = real  # type: ignore[method-assign]
+    assert sink.run_once() == TS + 3
+    # The failed thread trimmed nothing: the next round's trim takes the applied one too.
+    assert staging.staged_totals()[0] == 3
+    stage(1, 4, 6)
+    assert sink.run_once() == TS + 6
+    sink.close()
+    assert staging.staged_totals()[0] == 0

@@ -108,10 +108,13 @@ def start_worker(
 
 
 def process_logs(group: str, lines: int = 40) -> str:
-    """The last lines of every process a test of pipeline ``group`` spawned."""
+    """The last lines of every process a test of pipeline ``group`` spawned, and the whole of
+    a stack dump (:func:`stop`'s) in them."""
     parts = []
     for path in sorted(PROCESS_LOGS.glob(f"{group}-*.log")):
-        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        whole = path.read_text(errors="replace").splitlines()
+        dumped = [i for i, line in enumerate(whole) if "most recent call first" in line]
+        tail = whole[min([max(0, len(whole) - lines), *dumped]) :]
         parts.append(f"--- {path.name}\n" + "\n".join(tail))
     return "\n".join(parts)
 
@@ -123,9 +126,21 @@ def forget_logs(group: str) -> None:
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    """Signal ``process``'s group and wait for it; one that outlives its minute writes its
+    threads' stacks to its log (SIGQUIT) and is killed."""
     if process.poll() is None:
         os.killpg(process.pid, sig)
-    process.wait(timeout=60)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGQUIT)
+        time.sleep(2)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise AssertionError(
+            f"{' '.join(map(str, process.args[-2:]))} (pid {process.pid}) outlived its "
+            f"minute after {signal.Signals(sig).name}: its threads' stacks end its log"
+        ) from None
 
 
 @contextlib.contextmanager

@@ -134,6 +134,31 @@ def test_a_service_stopped_while_it_waits_for_its_services_exits_0(
     assert "stopped (SIGTERM)" in text
 
 
+@pytest.mark.parametrize(
+    ("command", "running"), [("worker", "staged 0 rows in"), ("apply", "leading pipeline")]
+)
+def test_sigquit_writes_every_threads_stack_and_the_process_runs_on(
+    command: str, running: str, pipeline: Settings, topic: str, tmp_path: Path
+) -> None:
+    """What an operator sends a process that seems stuck: its threads' stacks, main thread
+    included, on its stderr; then it goes on and stops cleanly as ever."""
+    log = tmp_path / f"{command}.log"
+    env = pipeline_env(pipeline, "open", TICDC_SINK_PROGRESS_INTERVAL="1")
+    process = spawn(command, env, log)
+    try:
+        _wait_for_line(log, running, process, timeout=120)
+        process.send_signal(signal.SIGQUIT)
+        text = _wait_for_line(log, r"most recent call first", process, timeout=10)
+        assert re.search(r'(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\)', text)
+        assert 'File "' in text.split("most recent call first", 1)[1], text
+        time.sleep(1)
+        assert process.poll() is None, log.read_text()
+    except BaseException:
+        process.kill()
+        raise
+    _stopped_cleanly(process, log, signal.SIGTERM)
+
+
 BACKLOG_TS = 449_300_000_000_000_000
 
 
