@@ -833,6 +833,15 @@ class Settings(BaseModel):
         ge=0.0,
         description="seconds a starting worker or sink waits for Redis, Kafka and the downstream",
     )
+    # Past Docker's 10 s and Kubernetes' 30 s grace: a supervisor's SIGKILL comes first there;
+    # without one, a stop stuck on a service that went away still ends. Ending then is as safe
+    # as a SIGKILL: what was not committed is read again.
+    stop_timeout: float = Field(
+        default=45.0,
+        ge=0.0,
+        description="seconds a worker or sink may take to stop after SIGTERM or SIGINT before "
+        "it ends itself (exit 3, its threads' stacks on stderr); 0 waits for ever",
+    )
     kafka: KafkaSettings = Field(default_factory=KafkaSettings)
     redis: RedisSettings = Field(default_factory=RedisSettings)
     downstream: DownstreamSettings = Field(default_factory=DownstreamSettings)

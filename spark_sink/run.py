@@ -55,7 +55,7 @@ def _run_sink(settings: Settings, once: bool) -> int:
     # Waited for under the command line's own handlers: a signal then ends the start (exit 0).
     wait_for_redis(settings)
     _wait_for_downstream(settings)
-    stop = stop_on_signals()
+    stop = stop_on_signals(stop_timeout=settings.stop_timeout)
     serve_metrics(settings)
     client = redis_client(settings)
     staging = Staging(client, settings.group)

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import sys
 from typing import Any, NoReturn
 
@@ -18,6 +19,7 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import EventLoop, Protocol, Settings
+from config.signals import end_if_overdue
 from core.collector import collect_rarely
 from core.metrics import serve_metrics
 from core.redis_client import redis_client
@@ -55,6 +57,8 @@ def _run_worker(settings: Settings) -> int:
 
     from streams.worker.app import build_app
 
+    bounded = _bounded_stop(Worker)
+
     wait_for_redis(settings)
     staging = Staging(redis_client(settings), settings.group, settings.redis.min_replicas)
     staging.check_layout()
@@ -78,7 +82,8 @@ def _run_worker(settings: Settings) -> int:
     if topics is None:
         _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
-    worker = Worker(built.app, quiet=True, override_logging=False)
+    worker = bounded(built.app, quiet=True, override_logging=False)
+    worker.stop_timeout = settings.stop_timeout
     # mode's services log as their class's module does.
     logging.getLogger(Worker.__module__).addFilter(_StartingAgain())
     # Faust's start-up spinner writes terminal escape codes into the log: none.
@@ -96,6 +101,23 @@ def _run_worker(settings: Settings) -> int:
             _start_again(lost)
         raise
     return 0
+
+
+def _bounded_stop(worker_class: type[Any]) -> type[Any]:
+    """Faust's worker, whose stop ends the process once it outlives ``stop_timeout``
+    (TICDC_SINK_STOP_TIMEOUT): Faust's own stop waits on Kafka's coordinator, for as long as
+    a broker that went away stays away."""
+
+    class BoundedStop(worker_class):  # type: ignore[misc]
+        stop_timeout = 0.0
+
+        def _schedule_shutdown(self, signum: signal.Signals) -> None:
+            # mode's handler of SIGTERM and SIGINT: the first signal starts the clock.
+            if not self._signal_stop_time:
+                end_if_overdue(self.stop_timeout, signum.name)
+            super()._schedule_shutdown(signum)
+
+    return BoundedStop
 
 
 def kafka_lost_at_start(worker: Any) -> KafkaError | None:

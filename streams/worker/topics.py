@@ -104,7 +104,7 @@ def matched_at_start(settings: Settings, staging: Staging) -> list[str]:
     topics as it starts, maybe after its workers); [] when SIGTERM or SIGINT came first. The
     signals' handlers are given back after: Faust installs its own once it runs."""
     previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
-    stop = stop_on_signals()
+    stop = stop_on_signals(stop_timeout=settings.stop_timeout)
     try:
         topics = wait_for_matched_topics(settings, staging, stop)
     finally:

@@ -348,6 +348,7 @@ FLAT_NAMES = [
     "spark_min_rows",
     "split_large_txn",
     "startup_timeout",
+    "stop_timeout",
     "topics",
     "topics_pattern",
     "upstream",

@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from config.settings import ENV_PREFIX, Downstream, Settings, load_settings
+from config.signals import EXIT_STOP_OVERDUE, STOP_SIGNALS
 from core.kafka_client import kafka_options
 from core.model import RowChange
 from core.redis_client import redis_client
@@ -126,21 +127,26 @@ def forget_logs(group: str) -> None:
 
 
 def stop(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
-    """Signal ``process``'s group and wait for it; one that outlives its minute writes its
-    threads' stacks to its log (SIGQUIT) and is killed."""
-    if process.poll() is None:
+    """Signal ``process``'s group and wait for it. A stop that got stuck fails: one the process
+    ended itself (TICDC_SINK_STOP_TIMEOUT, exit 3) and one that outlives its minute (its
+    threads' stacks written to its log by SIGQUIT, then killed)."""
+    running = process.poll() is None
+    if running:
         os.killpg(process.pid, sig)
+    name = f"{' '.join(map(str, process.args[-2:]))} (pid {process.pid})"
     try:
-        process.wait(timeout=60)
+        code = process.wait(timeout=60)
     except subprocess.TimeoutExpired:
         os.kill(process.pid, signal.SIGQUIT)
         time.sleep(2)
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         raise AssertionError(
-            f"{' '.join(map(str, process.args[-2:]))} (pid {process.pid}) outlived its "
-            f"minute after {signal.Signals(sig).name}: its threads' stacks end its log"
+            f"{name} outlived its minute after {signal.Signals(sig).name}: its threads' stacks "
+            "end its log"
         ) from None
+    if running and code == EXIT_STOP_OVERDUE and sig in STOP_SIGNALS:
+        raise AssertionError(f"{name} did not stop within TICDC_SINK_STOP_TIMEOUT: see its log")
 
 
 @contextlib.contextmanager

@@ -116,7 +116,8 @@ def test_killed_redis_master_kafka_broker_and_leading_sink_lose_nothing(
         restarted = False
         while (applied := applied_resolved_ts(on_clusters)) < final:
             seen.append(applied)
-            assert all(p.poll() is None for p in alive), "a process exited"
+            exited = [f"{p.args[-1]} (exit {p.returncode})" for p in alive if p.poll() is not None]
+            assert not exited, f"exited: {', '.join(exited)}"
             assert time.monotonic() < deadline, "the sink never reached the last resolved ts"
             if not restarted and time.monotonic() - killed > RESTART_AFTER_S:
                 redis_cluster_up()

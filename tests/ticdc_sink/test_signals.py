@@ -3,6 +3,7 @@ released; their log lines in the configured form."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -149,7 +150,7 @@ def test_sigquit_writes_every_threads_stack_and_the_process_runs_on(
         _wait_for_line(log, running, process, timeout=120)
         process.send_signal(signal.SIGQUIT)
         text = _wait_for_line(log, r"most recent call first", process, timeout=10)
-        assert re.search(r'(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\)', text)
+        assert re.search(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\)", text)
         assert 'File "' in text.split("most recent call first", 1)[1], text
         time.sleep(1)
         assert process.poll() is None, log.read_text()
@@ -232,3 +233,101 @@ def test_a_sink_stops_within_seconds_of_sigterm_whatever_its_backlog(
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*), MIN(id), MAX(id), SUM(id) FROM `{pipeline.group}`.keyed")
         assert cursor.fetchone() == (rows, 0, rows - 1, rows * (rows - 1) // 2)
+
+
+def test_a_sink_whose_stop_is_stuck_ends_itself_at_its_stop_timeout_and_loses_nothing(
+    pipeline: Settings, tmp_path: Path
+) -> None:
+    """SIGTERM while the sink's batch waits on a row lock the downstream holds for another
+    transaction: at TICDC_SINK_STOP_TIMEOUT the sink writes where each thread was and ends
+    with exit 3, its batch rolled back; once the lock goes, a new sink applies all, row-exact."""
+    rows = 100
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{pipeline.group}`")
+        cursor.execute(f"CREATE TABLE `{pipeline.group}`.keyed (id INT PRIMARY KEY, v CHAR(1))")
+    _stage_backlog(pipeline, rows, per_transaction=1)
+    env = pipeline_env(pipeline, "open", TICDC_SINK_STOP_TIMEOUT="3")
+    log = tmp_path / "sink.log"
+    locker = connect(pipeline)
+    sink = None
+    try:
+        with locker.cursor() as cursor:
+            cursor.execute("BEGIN")
+            cursor.execute(f"INSERT INTO `{pipeline.group}`.keyed VALUES (50, 'y')")
+        sink = spawn("apply", env, log)
+        _wait_for_line(log, "leading pipeline", sink, 120)
+        with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+            deadline = time.monotonic() + 60
+            waits = 0
+            while not waits:
+                assert time.monotonic() < deadline, log.read_text()
+                cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.innodb_trx "
+                    "WHERE trx_state = 'LOCK WAIT'"
+                )
+                (waits,) = cursor.fetchone()
+                time.sleep(0.1)
+        sink.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        assert sink.wait(timeout=30) == 3, log.read_text()
+        took = time.monotonic() - signalled
+    finally:
+        locker.rollback()
+        locker.close()
+        if sink is not None:
+            sink.kill()
+    text = log.read_text(errors="replace")
+    assert 3 <= took < 10, f"it ended {took:.1f} s after SIGTERM:\n{text}"
+    assert "still stopping 3 s after SIGTERM (TICDC_SINK_STOP_TIMEOUT): ending now, exit 3" in text
+    assert "most recent call first" in text and "Traceback" not in text, text
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM `{pipeline.group}`.keyed")
+        assert cursor.fetchone() == (0,)
+    again = spawn("apply", env, tmp_path / "again.log")
+    try:
+        deadline = time.monotonic() + 120
+        target = Target(pipeline)
+        last = BACKLOG_TS + rows - 1
+        while read_checkpoint(target.downstream, target.checkpoints).resolved_ts < last:
+            assert time.monotonic() < deadline, (tmp_path / "again.log").read_text()
+            assert again.poll() is None, (tmp_path / "again.log").read_text()
+            time.sleep(0.25)
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=60) == 0
+    finally:
+        again.kill()
+    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*), SUM(id) FROM `{pipeline.group}`.keyed")
+        assert cursor.fetchone() == (rows, rows * (rows - 1) // 2)
+
+
+def test_a_worker_whose_stop_is_stuck_on_kafka_ends_itself_at_its_stop_timeout(
+    pipeline: Settings, topic: str, tmp_path: Path
+) -> None:
+    """SIGTERM while Kafka is frozen (SIGSTOP): Faust's stop waits on the group coordinator;
+    at TICDC_SINK_STOP_TIMEOUT the worker writes where each thread was and ends (exit 3)."""
+    from ticdc_sink.services.kafka import KafkaService
+
+    kafka = KafkaService().our_pid()
+    assert kafka is not None, "Kafka is not one this project started"
+    log = tmp_path / "worker.log"
+    env = pipeline_env(
+        pipeline, "open", TICDC_SINK_STOP_TIMEOUT="3", TICDC_SINK_PROGRESS_INTERVAL="1"
+    )
+    worker = spawn("worker", env, log)
+    try:
+        _wait_for_line(log, "staged 0 rows in", worker, 120)
+        os.kill(kafka, signal.SIGSTOP)
+        try:
+            worker.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            assert worker.wait(timeout=30) == 3, log.read_text()
+            took = time.monotonic() - signalled
+        finally:
+            os.kill(kafka, signal.SIGCONT)
+    finally:
+        worker.kill()
+    text = log.read_text(errors="replace")
+    assert 3 <= took < 10, f"it ended {took:.1f} s after SIGTERM:\n{text}"
+    assert "still stopping 3 s after SIGTERM (TICDC_SINK_STOP_TIMEOUT): ending now, exit 3" in text
+    assert "most recent call first" in text, text
