@@ -10,6 +10,8 @@ from redis.cluster import RedisCluster
 from redis.exceptions import (
     ClusterDownError,
     ClusterError,
+    MasterDownError,
+    ReadOnlyError,
     RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
@@ -22,8 +24,10 @@ from config.settings import Settings, env_name, masked, replace_url_password
 RedisClient = redis.Redis | RedisCluster
 
 # What a Redis restart, a LOADING reply or a cut connection raises: waited out, never fatal. On a
-# cluster also a master failing over (CLUSTERDOWN, a slot no node serves for a moment) and a
-# slot's keys half moved for longer than a batch retries them (TRYAGAIN).
+# cluster also a master failing over (CLUSTERDOWN, a slot no node serves for a moment), a slot's
+# keys half moved for longer than a batch retries them (TRYAGAIN), and a node asked during a
+# failover before it knows its new role (READONLY: a former master back as a replica; MASTERDOWN:
+# a replica cut from its master). A URL naming a replica for good is waited out too, saying so.
 REDIS_TRANSIENT = (
     redis.ConnectionError,
     redis.TimeoutError,
@@ -31,6 +35,8 @@ REDIS_TRANSIENT = (
     ClusterError,
     SlotNotCoveredError,
     TryAgainError,
+    ReadOnlyError,
+    MasterDownError,
 )
 
 
