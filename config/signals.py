@@ -17,6 +17,13 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # The exit code of a process that outlived its stop timeout and ended itself.
 EXIT_STOP_OVERDUE = 3
 
+# The process's own stderr, where stacks are written (a test may replace sys.stderr, which then
+# has no descriptor).
+STDERR_FD = 2
+
+# The clock a stop signal started (:func:`end_if_overdue`), until the stop is done.
+_overdue: threading.Timer | None = None
+
 
 def stop_on_signals(
     stop: threading.Event | None = None, stop_timeout: float = 0.0
@@ -45,22 +52,32 @@ def end_if_overdue(stop_timeout: float, signal_name: str) -> None:
     """End the process (:data:`EXIT_STOP_OVERDUE`) if it is still here ``stop_timeout``
     seconds from now, its threads' stacks written to stderr first: a stop stuck waiting on a
     service that went away still ends, and says where it was stuck. 0: no bound."""
-    if stop_timeout <= 0:
+    global _overdue
+    if stop_timeout <= 0 or _overdue is not None:
         return
 
     def overdue() -> None:
         log.error(
-            "still stopping %.0f s after %s (TICDC_SINK_STOP_TIMEOUT): ending now, exit %d; what "
+            "still stopping %g s after %s (TICDC_SINK_STOP_TIMEOUT): ending now, exit %d; what "
             "was not committed is read again; where each thread was follows",
             stop_timeout,
             signal_name,
             EXIT_STOP_OVERDUE,
         )
-        faulthandler.dump_traceback(all_threads=True)
         sys.stderr.flush()
+        faulthandler.dump_traceback(STDERR_FD, all_threads=True)
         os._exit(EXIT_STOP_OVERDUE)
 
-    timer = threading.Timer(stop_timeout, overdue)
-    timer.name = "stop-timeout"
-    timer.daemon = True
-    timer.start()
+    _overdue = threading.Timer(stop_timeout, overdue)
+    _overdue.name = "stop-timeout"
+    _overdue.daemon = True
+    _overdue.start()
+
+
+def stop_done() -> None:
+    """The stop finished (the worker's or sink's run returns): stop the clock, for a caller
+    that goes on in this process (a test; the command line only exits)."""
+    global _overdue
+    if _overdue is not None:
+        _overdue.cancel()
+        _overdue = None

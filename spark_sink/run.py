@@ -13,7 +13,7 @@ import pymysql
 
 from config.errors import TransactionTooLargeError, TransientApplyError
 from config.settings import Settings
-from config.signals import stop_on_signals
+from config.signals import stop_done, stop_on_signals
 from core.metrics import serve_metrics
 from core.outage import RETRY_FIRST_S, Outage, next_delay
 from core.redis_client import REDIS_TRANSIENT, redis_client
@@ -46,7 +46,10 @@ def run_sink(settings: Settings, once: bool = False) -> int:
         settings.group,
         os.getpid(),
     )
-    code = _run_sink(settings, once)
+    try:
+        code = _run_sink(settings, once)
+    finally:
+        stop_done()
     log.info("the sink of pipeline %s stopped (exit %d)", settings.group, code)
     return code
 

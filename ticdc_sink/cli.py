@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from config.errors import ConfigError, StopRequested, TicdcSinkError, one_line
 from config.logs import configure_logging
 from config.settings import Protocol
-from config.signals import STOP_SIGNALS
+from config.signals import STDERR_FD, STOP_SIGNALS
 from ticdc_sink import __version__, commands
 from ticdc_sink.arguments import positive, share, stream_id, tso
 from ticdc_sink.check.arguments import add_check_parser
@@ -291,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signum, _stop_requested)
     # A process that seems stuck shows where, and runs on (as a JVM's thread dump): written
     # by the interpreter itself, so even a main thread blocked in C answers.
-    faulthandler.register(signal.SIGQUIT, all_threads=True)
+    faulthandler.register(signal.SIGQUIT, STDERR_FD, all_threads=True)
     try:
         return handler(args)
     except ConfigError as exc:

@@ -19,7 +19,7 @@ from aiokafka.errors import KafkaError
 
 from config.errors import ConfigError
 from config.settings import EventLoop, Protocol, Settings
-from config.signals import end_if_overdue
+from config.signals import end_if_overdue, stop_done
 from core.collector import collect_rarely
 from core.metrics import serve_metrics
 from core.redis_client import redis_client
@@ -47,6 +47,7 @@ def run_worker(settings: Settings) -> int:
     try:
         return _run_worker(settings)
     finally:
+        stop_done()
         log.info("the worker of pipeline %s stopped", settings.group)
 
 
