@@ -65,6 +65,8 @@ def run_show(settings: Settings, entry: str) -> int:
         print(f"key        {letter.key}")
         print(f"column     {letter.column or 'unknown'}")
         print(f"commit ts  {letter.commit_ts}")
+        if letter.tp is not None:
+            print(f"message    {letter.tp.field} offset {letter.offset}")
         print(f"error      {letter.error}")
         print(f"row        {letter.row}")
         print(f"before     {letter.before if letter.before is not None else 'not recorded'}")

@@ -7,7 +7,8 @@
 - ``framing.py``: a message's staging encoded as command arguments (Python or native).
 - ``writer.py``: the worker's writes; ``watermarks.py``: progress reads; ``reader.py``: the
   sink's release and trim; ``members.py``: release's merge by commit ts and member reading;
-  ``dead_letters.py``: the dead-letter stream.
+  ``origins.py``: the Kafka message a released row came in; ``dead_letters.py``: the
+  dead-letter stream.
 - ``protocols.py``: what the stager and the sink's planning need, for in-memory fakes.
 - ``area.py``: :class:`Staging`, all of it over one client.
 

@@ -6,7 +6,9 @@ past a cap.
 - ``row``: a row the downstream refused (``TICDC_SINK_ON_ROW_ERROR=deadletter``), written by the
   sink with its table, key, column, commit ts, error and the row, and what the downstream held
   for that key when it refused it (``before``: a row letter is written downstream by hand only
-  while that is still so).
+  while that is still so); or a staged change the sink cannot apply
+  (``spark_sink/unplannable.py``), with the topic, partition and offset of its message when
+  found, named as a message letter names them.
 """
 
 from __future__ import annotations
@@ -79,10 +81,12 @@ _ROW_JSON = ("key", "row", "before")
 
 @dataclass(frozen=True, slots=True)
 class RowLetter:
-    """One row the downstream refused. ``key`` and ``row`` are JSON text as the sink wrote them
-    (bytes as ``{"hex": ...}``); ``target`` is the downstream table, quoted; ``before`` the
-    downstream's row for the key when it refused this one (JSON text, ``null``: none), None
-    when not recorded (a table without a key)."""
+    """One row the downstream refused, or a staged change the sink cannot apply. ``key`` and
+    ``row`` are JSON text as the sink wrote them (bytes as ``{"hex": ...}``); ``target`` is the
+    downstream table, quoted; ``before`` the downstream's row for the key when it refused this
+    one (JSON text, ``null``: none), None when not recorded (a table without a key). ``tp`` and
+    ``offset``: the Kafka message of a staged change the sink cannot apply, None when not
+    recorded (a refused row) or not found."""
 
     id: str
     table: str
@@ -93,6 +97,8 @@ class RowLetter:
     row: str
     target: str
     before: str | None
+    tp: TopicPartition | None = None
+    offset: int | None = None
     kind = LetterKind.ROW
 
     @property
@@ -100,8 +106,14 @@ class RowLetter:
         return _time(self.id)
 
     @property
+    def message(self) -> str | None:
+        """Its Kafka message as ``<topic>:<partition>@<offset>``, when recorded."""
+        return None if self.tp is None else f"{self.tp.field}@{self.offset}"
+
+    @property
     def where(self) -> str:
-        return f"{self.table} {self.key} @{self.commit_ts}"
+        message = "" if self.message is None else f" from {self.message}"
+        return f"{self.table} {self.key} @{self.commit_ts}{message}"
 
     def document(self) -> dict[str, Any]:
         """As JSON, the key, row and prior row as the objects they are."""
@@ -120,6 +132,12 @@ class RowLetter:
             document[name] = None if text is None else orjson.loads(text)
         if self.before is None:
             del document["before"]
+        if self.tp is not None:
+            document |= {
+                "topic": self.tp.topic,
+                "partition": self.tp.partition,
+                "offset": self.offset,
+            }
         return document
 
 
@@ -196,6 +214,7 @@ def _letter(entry: bytes | str, fields: dict[bytes, bytes]) -> DeadLetter:
 
     if kind == LetterKind.ROW:
         before = fields.get(b"before")
+        recorded = b"offset" in fields
         return RowLetter(
             name,
             text("table"),
@@ -206,6 +225,8 @@ def _letter(entry: bytes | str, fields: dict[bytes, bytes]) -> DeadLetter:
             text("row"),
             text("target"),
             None if before is None else before.decode(),
+            TopicPartition(text("topic"), int(fields[b"partition"])) if recorded else None,
+            int(fields[b"offset"]) if recorded else None,
         )
     return MessageLetter(
         name,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -22,6 +22,7 @@ from core.staging.layout import (
     unpack_ddl_member,
 )
 from core.staging.members import Copies, member_reader, merge_by_ts
+from core.staging.origins import Origin, find_origins
 from core.staging.watermarks import WatermarkReader
 
 # Members fetched per ZRANGEBYLEX call while releasing: bounds the sink's memory per partition,
@@ -110,6 +111,11 @@ class StagingReader:
             yield from self._members(members, first, min(first + UNPACK_CHUNK, stop), copies)
             if len(copies.seen) > COPIES_REMEMBERED:
                 copies.seen.clear()
+
+    def origins(self, changes: Sequence[RowChange]) -> list[Origin | None]:
+        """The Kafka message each released change of ``changes`` was staged from (None: no
+        staged member holds it any more); see :mod:`core.staging.origins`."""
+        return find_origins(self._client, self.keys, self._marks.partitions(), changes)
 
     def has_ddl_at(self, ts: int) -> bool:
         """Whether a DDL with commit ts ``ts`` is staged (not trimmed yet)."""

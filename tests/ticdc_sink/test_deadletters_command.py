@@ -205,6 +205,34 @@ def test_both_kinds_list_show_and_export_whole(
     assert (second["kind"], second["row"], second["before"]) == ("row", {"id": 7, "flag": 99}, None)
 
 
+def test_a_change_the_sink_cannot_apply_is_listed_with_its_message(
+    pipeline: Staging, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from spark_sink.plan import NO_NEW
+    from spark_sink.unplannable import dead_letter_all
+
+    types = {"id": column_type(3, 10)}
+    found = RowChange(TS + 1, "shop", "orders", Op.INSERT, types, None, None)
+    trimmed = RowChange(TS, "shop", "orders", Op.INSERT, types, None, None)
+    pipeline.stage(TP, 5, [found])
+    rule = NO_NEW.format(op="INSERT")
+    dead_letter_all(pipeline, pipeline.pipeline, [(found, rule), (trimmed, rule)], 100)
+    with_offset, unknown = (letter.id for letter in pipeline.dead_letters.entries())
+    assert main(["deadletters", "list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert f" row      shop.orders {{}} @{TS + 1} from orders:1@5  " in lines[1]
+    assert f" row      shop.orders {{}} @{TS}  the sink cannot apply" in lines[2]
+    assert main(["deadletters", "show", with_offset]) == 0
+    assert "\nmessage    orders:1 offset 5\n" in capsys.readouterr().out
+    assert main(["deadletters", "show", unknown]) == 0
+    shown = capsys.readouterr().out
+    assert "message" not in shown and f"(commit ts {TS}; offset unknown)" in shown
+    assert main(["deadletters", "export"]) == 0
+    first, second = map(orjson.loads, capsys.readouterr().out.splitlines())
+    assert (first["topic"], first["partition"], first["offset"]) == ("orders", 1, 5)
+    assert "offset" not in second and "topic" not in second
+
+
 def test_a_row_letter_is_written_downstream_once_and_never_over_a_later_change(
     pipeline: Staging, capsys: pytest.CaptureFixture[str], scratch_db: str, mariadb_connect: Any
 ) -> None:
