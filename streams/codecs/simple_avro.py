@@ -12,7 +12,8 @@ from importlib import resources
 from typing import Any
 
 from config.errors import DecodeError
-from core.model import INTEGER_TYPES, ColumnType, MySQLType, Value
+from core.model import FLOAT_TYPES, INDEX_TYPES, INTEGER_TYPES, ColumnType, MySQLType, Value
+from streams.codecs import simple_grammar as grammar
 from streams.codecs.simple import DDL_TYPES, DML_TYPES, MASK64, SimpleCodec
 from streams.codecs.values import format_float, text_or_bytes
 
@@ -36,24 +37,66 @@ _AVRO_MESSAGE = _AVRO_NAMESPACE + "Message"
 
 
 _UNSIGNED_INDEX_TYPES = frozenset({MySQLType.BIT, MySQLType.ENUM, MySQLType.SET})
+_UNSIGNED_BIGINT = _AVRO_NAMESPACE + "UnsignedBigint"
+_TIMESTAMP = _AVRO_NAMESPACE + "Timestamp"
 
 
-def _avro_value(kind: ColumnType, raw: Any) -> Value:
-    if raw.__class__ is tuple:
-        name, record = raw
-        if name == _AVRO_NAMESPACE + "UnsignedBigint":
-            return int(record["value"]) & MASK64
-        return str(record["value"])  # Timestamp
-    if raw.__class__ is bytes and not kind.is_binary:
-        return text_or_bytes(raw)
-    if raw.__class__ is float and kind.mysql_type == MySQLType.FLOAT:
-        return float(format_float(raw, single=True))
-    if raw.__class__ is int and (
-        kind.mysql_type in _UNSIGNED_INDEX_TYPES
-        or (kind.is_unsigned and kind.mysql_type in INTEGER_TYPES)
+# Each column kind takes the union branches tiflow's ``encodeValue4Avro``
+# (pkg/sink/codec/simple/marshaller.go) writes for it: a TIMESTAMP the Timestamp record, an
+# integer a long (an unsigned BIGINT the UnsignedBigint record, the same number either way), a
+# FLOAT a float, a DOUBLE a double, ENUM/SET a long (older TiCDC) or their names; everything else
+# a string, or bytes where the column is binary (a TEXT's bytes stay text where UTF-8). A value of
+# another branch is no value of the column (rule column-value): applied, it would be converted
+# by the downstream into something TiCDC never sent.
+def _avro_integer(kind: ColumnType, raw: Any) -> Value:
+    if raw.__class__ is tuple and raw[0] == _UNSIGNED_BIGINT:
+        return int(raw[1]["value"]) & MASK64
+    if raw.__class__ is not int:
+        if kind.mysql_type in (MySQLType.ENUM, MySQLType.SET):
+            return _avro_text(kind, raw)
+        raise ValueError(f"a {_branch(raw)} is no integer")
+    if kind.mysql_type in _UNSIGNED_INDEX_TYPES or (
+        kind.is_unsigned and kind.mysql_type in INTEGER_TYPES
     ):
         return int(raw) & MASK64
-    return raw  # type: ignore[no-any-return]
+    return int(raw)
+
+
+def _avro_float(kind: ColumnType, raw: Any) -> Value:
+    if raw.__class__ is not float:
+        raise ValueError(f"a {_branch(raw)} is no float")
+    if kind.mysql_type == MySQLType.FLOAT:
+        return float(format_float(raw, single=True))
+    return float(raw)
+
+
+def _avro_timestamp(kind: ColumnType, raw: Any) -> Value:
+    if raw.__class__ is not tuple or raw[0] != _TIMESTAMP:
+        raise ValueError(f"a {_branch(raw)} is no Timestamp record")
+    return str(raw[1]["value"])
+
+
+def _avro_text(kind: ColumnType, raw: Any) -> Value:
+    if raw.__class__ is str:
+        return str(raw)
+    if raw.__class__ is bytes:
+        return bytes(raw) if kind.is_binary else text_or_bytes(raw)
+    raise ValueError(f"a {_branch(raw)} is no string")
+
+
+def _branch(raw: Any) -> str:
+    return str(raw[0]).rpartition(".")[2] if raw.__class__ is tuple else type(raw).__name__
+
+
+def _avro_reader(kind: ColumnType) -> Callable[[ColumnType, Any], Value]:
+    mysql_type = kind.mysql_type
+    if mysql_type in INTEGER_TYPES or mysql_type in INDEX_TYPES:
+        return _avro_integer
+    if mysql_type in FLOAT_TYPES:
+        return _avro_float
+    if mysql_type == MySQLType.TIMESTAMP:
+        return _avro_timestamp
+    return _avro_text
 
 
 class SimpleAvroCodec(SimpleCodec):
@@ -82,13 +125,22 @@ class SimpleAvroCodec(SimpleCodec):
                 f"top-level union branch is {branch}, not {_AVRO_MESSAGE}",
                 where="byte 0",
             )
-        _, payload = message["payload"]
+        payload_branch, payload = message["payload"]
+        if _AVRO_RECORDS.get(message["type"]) != payload_branch.rpartition(".")[2]:
+            # TiCDC writes each type with its own record (tiflow avro.go newResolvedMessageMap,
+            # newBootstrapMessageMap, newDDLMessageMap, newDMLMessageMap); another would be read
+            # as something it is not (a DML's fields as a watermark).
+            raise grammar.broken(
+                self.protocol,
+                grammar.MESSAGE_TYPE,
+                f"type {message['type']} with a {payload_branch.rpartition('.')[2]} payload",
+            )
         if message["type"] in ("DML", "DDL"):
             return dict(payload)
         return {**payload, "type": message["type"]}
 
     def _reader(self, kind: ColumnType) -> Callable[[Any], Value]:
-        return functools.partial(_avro_value, kind)
+        return functools.partial(_avro_reader(kind), kind)
 
     def _dump(self, message: dict[str, Any]) -> bytes:
         import fastavro

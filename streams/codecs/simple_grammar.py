@@ -116,7 +116,7 @@ RULES: tuple[Rule[str], ...] = (
         MESSAGE_TYPE,
         "message",
         "`type` WATERMARK, BOOTSTRAP, a DDL type (" + ", ".join(DDL_TYPES) + ") or a DML type "
-        "(INSERT, UPDATE, DELETE)",
+        "(INSERT, UPDATE, DELETE); in Avro the message's payload the record of its type",
         (
             '{"version":1,"type":"DML","commitTs":5,"buildTs":0}',
             '{"version":1,"type":"insert","commitTs":5,"buildTs":0}',
@@ -178,8 +178,10 @@ RULES: tuple[Rule[str], ...] = (
         COLUMN_VALUE,
         "`data`, `old`",
         "each value null or what its column's type reads: a string (a number's may be a JSON "
-        "number; a TIMESTAMP's an object with `value`; in Avro the typed value), within the "
-        "type's range and declared length",
+        "number; a TIMESTAMP's an object with `value`; in Avro the union branch TiCDC writes "
+        "for the type: a TIMESTAMP's Timestamp record, an integer's long or UnsignedBigint, a "
+        "FLOAT's float, a DOUBLE's double, any other's string or bytes), within the type's "
+        "range and declared length",
         (
             dml("INSERT", '"data":{"id":"x","c":"x"}'),
             dml("INSERT", '"data":{"id":{"v":1},"c":"x"}'),

@@ -110,6 +110,9 @@ AVRO_CASES = [
     (grammar.ROW_IMAGES, _avro_dml(data={})),
     (grammar.IMAGE_COLUMNS, _avro_dml(data=_ROW | {"nope": ("string", "x")})),
     (grammar.COLUMN_VALUE, _avro_dml(data={"id": ("string", "x")})),
+    # A union branch TiCDC never writes for the column's type (a number in a VARCHAR).
+    (grammar.COLUMN_VALUE, _avro_dml(data={"id": ("long", 1), "c": ("long", 5)})),
+    (grammar.COLUMN_VALUE, _avro_dml(data={"id": ("long", 1), "c": ("double", 1.5)})),
     (grammar.HANDLE_KEY_ONLY, _avro_dml(handleKeyOnly=True)),
     (grammar.TABLE_SCHEMA, _avro_bootstrap(columns=[])),
     (grammar.TABLE_SCHEMA, _avro_bootstrap(table="")),
@@ -126,3 +129,24 @@ def test_each_rule_an_avro_message_can_break_is_enforced(rule: str, message: Any
         codec.decode(None, codec._dump(message))
     assert refused.value.rule == rule
     assert codec.decode(None, codec._dump(_avro_dml()))
+
+
+@pytest.mark.parametrize("kind", ["WATERMARK", "BOOTSTRAP", "DDL"])
+def test_an_avro_message_s_type_is_its_payload_s_record(kind: str) -> None:
+    """TiCDC writes each message type with its own payload record: a DML record under another
+    type (which would have been read as a watermark, a bootstrap or a DDL) is refused."""
+    import io
+
+    import fastavro
+
+    from streams.codecs.simple_avro import avro_schema
+
+    codec = SimpleAvroCodec()
+    codec.decode(None, codec._dump(_avro_bootstrap()))
+    payload = ("com.pingcap.simple.avro.DML", _avro_dml())
+    out = io.BytesIO()
+    message = {"type": kind, "payload": payload}
+    fastavro.schemaless_writer(out, avro_schema(), ("com.pingcap.simple.avro.Message", message))
+    with pytest.raises(GrammarError) as refused:
+        codec.decode(None, out.getvalue())
+    assert refused.value.rule == grammar.MESSAGE_TYPE

@@ -20,10 +20,18 @@ import importlib
 from tests.streams.codecs.structure.judge import Subject
 
 # The protocols with a module here, by the name --protocol takes.
-PROTOCOLS = ("open", "craft", "simple", "canal", "debezium", "avro")
+PROTOCOLS = ("open", "craft", "simple", "simple-avro", "canal", "debezium", "avro")
+# The grammar module of each protocol whose name is not its own.
+GRAMMARS = {"simple-avro": "simple"}
+
+
+def grammar(protocol: str) -> str:
+    """The module of ``protocol``'s grammar (``streams/codecs/<protocol>_grammar.py``)."""
+    return f"streams.codecs.{GRAMMARS.get(protocol, protocol)}_grammar"
 
 
 def subject(protocol: str) -> Subject:
     """The Subject of ``protocol``'s module."""
-    found: Subject = importlib.import_module(f"{__name__}.{protocol}").SUBJECT
+    module = protocol.replace("-", "_")
+    found: Subject = importlib.import_module(f"{__name__}.{module}").SUBJECT
     return found
