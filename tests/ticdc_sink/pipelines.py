@@ -156,8 +156,20 @@ def pipeline_running(env: dict[str, str]) -> Iterator[list[subprocess.Popen[byte
     try:
         yield processes
     finally:
-        for process in processes:
+        stop_all(processes)
+
+
+def stop_all(processes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """:func:`stop` each of ``processes``, every one even when a stop before failed (none is
+    left running into the next test); the first failure is raised after."""
+    failures = []
+    for process in processes:
+        try:
             stop(process)
+        except AssertionError as failure:
+            failures.append(failure)
+    if failures:
+        raise failures[0]
 
 
 def assert_replicated(settings: Settings, *expected: Path) -> None:
