@@ -145,73 +145,61 @@ def planned_rounds(
     batches as big as that one's biggest, one read after a wait (the sink caught up) small
     again. Each applied round is trimmed here, off the loop's thread."""
     try:
-        yield from _rounds(settings, staging, after, resolved, batch_rows, gate, resolved_ts)
+        pipeline = settings.group
+        configured = settings.sink.batch_rows
+        next_resolved = staging.global_resolved_ts if resolved_ts is None else resolved_ts
+        # The round before: trimmed here once the loop says it is applied (while the loop applies
+        # this one), never before its checkpoint committed; one whose word comes only after the
+        # next round's last step is trimmed with that round.
+        applied: int | None = None
+        first = FIRST_BATCH_ROWS
+        while True:
+            released = staging.release(after, resolved)
+            largest = 0
+            steps = planned_batches(
+                released,
+                batch_rows,
+                resolved,
+                first,
+                pipeline,
+                settings.sink.chunk_rows,
+                settings.sink.chunk_bytes,
+                settings.sink.batch_tables,
+            )
+            for step in steps:
+                yield step
+                if applied is not None and gate.trimmable(applied):
+                    staging.trim(applied)
+                    gate.untrimmed = applied = None
+                if isinstance(step, PlannedBatch):
+                    largest = max(largest, step.changes)
+            yield RoundEnd(resolved)
+            first = FIRST_BATCH_ROWS
+            # Read on while the loop applies this round's last batch when a new resolved ts
+            # is there already: the next round's first batch is then planned by the time the
+            # loop wants it, and need not start small (the sink is behind: its batches' fixed
+            # costs count, not how soon the first one starts). Trimmed once the loop says this
+            # round is applied, at a step of the next one.
+            upto = next_resolved()
+            if upto is not None and upto > resolved:
+                gate.untrimmed = applied = resolved
+                gate.decided()
+                first = max(FIRST_BATCH_ROWS, largest)
+            else:
+                if not gate.wait():
+                    return
+                try:
+                    upto = next_resolved()
+                    if upto is None or upto <= resolved:
+                        staging.trim(resolved)
+                        return
+                    gate.untrimmed = applied = resolved
+                finally:
+                    gate.decided()
+            after, resolved = resolved, upto
+            # As the loop sizes the round after one that fitted; one that did not drops this.
+            batch_rows = next_batch_rows(batch_rows, configured, False)
     finally:
         # Also when reading the next resolved ts fails after a round's end was handed over:
         # the loop at that end must not wait for a decision that never comes.
         gate.ended()
-
-
-def _rounds(
-    settings: Settings,
-    staging: Staging,
-    after: int,
-    resolved: int,
-    batch_rows: int,
-    gate: RoundGate,
-    resolved_ts: ResolvedTs | None,
-) -> Iterator[PlannedBatch | DDLEvent | RoundEnd]:
-    pipeline = settings.group
-    configured = settings.sink.batch_rows
-    next_resolved = staging.global_resolved_ts if resolved_ts is None else resolved_ts
-    # The round before: trimmed here once the loop says it is applied (while the loop applies
-    # this one), never before its checkpoint committed; one whose word comes only after the
-    # next round's last step is trimmed with that round.
-    applied: int | None = None
-    first = FIRST_BATCH_ROWS
-    while True:
-        released = staging.release(after, resolved)
-        largest = 0
-        steps = planned_batches(
-            released,
-            batch_rows,
-            resolved,
-            first,
-            pipeline,
-            settings.sink.chunk_rows,
-            settings.sink.chunk_bytes,
-            settings.sink.batch_tables,
-        )
-        for step in steps:
-            yield step
-            if applied is not None and gate.trimmable(applied):
-                staging.trim(applied)
-                gate.untrimmed = applied = None
-            if isinstance(step, PlannedBatch):
-                largest = max(largest, step.changes)
-        yield RoundEnd(resolved)
-        first = FIRST_BATCH_ROWS
-        # Read on while the loop applies this round's last batch when a new resolved ts
-        # is there already: the next round's first batch is then planned by the time the
-        # loop wants it, and need not start small (the sink is behind: its batches' fixed
-        # costs count, not how soon the first one starts). Trimmed once the loop says this
-        # round is applied, at a step of the next one.
-        upto = next_resolved()
-        if upto is not None and upto > resolved:
-            gate.untrimmed = applied = resolved
-            gate.decided()
-            first = max(FIRST_BATCH_ROWS, largest)
-        else:
-            if not gate.wait():
-                return
-            try:
-                upto = next_resolved()
-                if upto is None or upto <= resolved:
-                    staging.trim(resolved)
-                    return
-                gate.untrimmed = applied = resolved
-            finally:
-                gate.decided()
-        after, resolved = resolved, upto
-        # As the loop sizes the round after one that fitted; one that did not drops this.
-        batch_rows = next_batch_rows(batch_rows, configured, False)

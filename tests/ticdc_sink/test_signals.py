@@ -188,6 +188,22 @@ def _stage_backlog(settings: Settings, rows: int, per_transaction: int) -> None:
     staging.stage(TopicPartition("backlog", 0), offset + 1, [], watermark=last)
 
 
+def _apply_up_to(pipeline: Settings, env: dict[str, str], last: int, log: Path) -> None:
+    """A new sink, until the checkpoint is at ``last``; then stopped cleanly."""
+    sink = spawn("apply", env, log)
+    try:
+        deadline = time.monotonic() + 180
+        target = Target(pipeline)
+        while read_checkpoint(target.downstream, target.checkpoints).resolved_ts < last:
+            assert time.monotonic() < deadline, log.read_text()
+            assert sink.poll() is None, log.read_text()
+            time.sleep(0.25)
+        sink.send_signal(signal.SIGTERM)
+        assert sink.wait(timeout=60) == 0
+    finally:
+        sink.kill()
+
+
 def test_a_sink_stops_within_seconds_of_sigterm_whatever_its_backlog(
     pipeline: Settings, tmp_path: Path
 ) -> None:
@@ -217,19 +233,8 @@ def test_a_sink_stops_within_seconds_of_sigterm_whatever_its_backlog(
         cursor.execute(f"SELECT COUNT(*) FROM `{pipeline.group}`.keyed")
         (stopped_at,) = cursor.fetchone()
     assert 0 < stopped_at < rows, "the sink stopped before the first batch or after the last"
-    restarted = spawn("apply", {**env, "TICDC_SINK_BATCH_ROWS": "200000"}, tmp_path / "again.log")
-    try:
-        deadline = time.monotonic() + 180
-        target = Target(pipeline)
-        last = BACKLOG_TS + (rows - 1) // 16
-        while read_checkpoint(target.downstream, target.checkpoints).resolved_ts < last:
-            assert time.monotonic() < deadline, (tmp_path / "again.log").read_text()
-            assert restarted.poll() is None, (tmp_path / "again.log").read_text()
-            time.sleep(0.25)
-        restarted.send_signal(signal.SIGTERM)
-        assert restarted.wait(timeout=60) == 0
-    finally:
-        restarted.kill()
+    again = {**env, "TICDC_SINK_BATCH_ROWS": "200000"}
+    _apply_up_to(pipeline, again, BACKLOG_TS + (rows - 1) // 16, tmp_path / "again.log")
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*), MIN(id), MAX(id), SUM(id) FROM `{pipeline.group}`.keyed")
         assert cursor.fetchone() == (rows, 0, rows - 1, rows * (rows - 1) // 2)
@@ -283,19 +288,7 @@ def test_a_sink_whose_stop_is_stuck_ends_itself_at_its_stop_timeout_and_loses_no
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*) FROM `{pipeline.group}`.keyed")
         assert cursor.fetchone() == (0,)
-    again = spawn("apply", env, tmp_path / "again.log")
-    try:
-        deadline = time.monotonic() + 120
-        target = Target(pipeline)
-        last = BACKLOG_TS + rows - 1
-        while read_checkpoint(target.downstream, target.checkpoints).resolved_ts < last:
-            assert time.monotonic() < deadline, (tmp_path / "again.log").read_text()
-            assert again.poll() is None, (tmp_path / "again.log").read_text()
-            time.sleep(0.25)
-        again.send_signal(signal.SIGTERM)
-        assert again.wait(timeout=60) == 0
-    finally:
-        again.kill()
+    _apply_up_to(pipeline, env, BACKLOG_TS + rows - 1, tmp_path / "again.log")
     with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
         cursor.execute(f"SELECT COUNT(*), SUM(id) FROM `{pipeline.group}`.keyed")
         assert cursor.fetchone() == (rows, rows * (rows - 1) // 2)
