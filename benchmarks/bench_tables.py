@@ -9,8 +9,12 @@ the sink and of the worker over the whole run of each table count. With ``--ddl-
 rows are interleaved with schema changes: after every N transactions, an ALTER TABLE of a table
 picked at random (its comment: the rows stay as they are), as a changefeed of many tables meets.
 
+With ``--connections 1,2,4,8`` each table count runs once per count of sink connections
+(``TICDC_SINK_APPLY_CONNECTIONS``), each against the best plain SQL over as many connections,
+each owning a share of the tables (benchmarks/raw_tables.py), in the same run.
+
     python -m benchmarks.bench_tables [--rows N] [--tables 1,100,1000,10000] [--ddl-every N]
-        [--downstream mysql://USER@HOST:PORT/]
+        [--connections 1,2,4,8] [--downstream mysql://USER@HOST:PORT/]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from benchmarks.bench_e2e import rss_mb, spawn, stop
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
+from benchmarks.raw_tables import final_rows, raw_tables_rate
 from benchmarks.topics import delete_topics
 from config.settings import Settings
 from core.model import ColumnFlag, DDLEvent, Op, RowChange, Value, column_type
@@ -61,9 +66,11 @@ ACTION_MODIFY_TABLE_COMMENT = 17
 @dataclass
 class Run:
     tables: int
+    connections: int
     ddl_s: float
     rows: int
     rows_s: float
+    raw_s: float
     sink_mib: float
     worker_mib: float
 
@@ -150,7 +157,9 @@ def drop_staging_tables(cursor: Any, meta_db: str, group: str) -> None:
         cursor.execute("DROP TABLE " + ", ".join(f"{quote(meta_db)}.{quote(n)}" for n in part))
 
 
-def measure(settings: Settings, tables: int, rows: int, ddl_every: int = 0) -> Run:
+def measure(
+    settings: Settings, tables: int, rows: int, ddl_every: int = 0, connections: int = 1
+) -> Run:
     name = f"bench_tables_{uuid.uuid4().hex[:8]}"
     run = settings.updated({"group": name, "topics": (name,)})
     ddl_messages, ddl_final = history_messages(
@@ -158,7 +167,7 @@ def measure(settings: Settings, tables: int, rows: int, ddl_every: int = 0) -> R
     )
     changes = row_history(name, tables, rows, ddl_final, ddl_every)
     row_messages, final = history_messages(changes, "open", PARTITIONS, dispatcher=BY_KEY)
-    processes = [spawn(run, "apply"), spawn(run, "worker")]
+    processes = [spawn(run, "apply", connections), spawn(run, "worker")]
     peaks = [0.0, 0.0]
     watch = CheckpointWatch(run)
     try:
@@ -178,7 +187,8 @@ def measure(settings: Settings, tables: int, rows: int, ddl_every: int = 0) -> R
             cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)}")
             drop_staging_tables(cursor, settings.downstream.meta_db, name)
     count = sum(len(t.rows) for t in changes)
-    return Run(tables, ddl_s, count, count / elapsed, peaks[0], peaks[1])
+    raw = raw_tables_rate(settings, TABLE_DDL, final_rows(changes), count, connections)
+    return Run(tables, connections, ddl_s, count, count / elapsed, raw, peaks[0], peaks[1])
 
 
 def main() -> None:
@@ -192,26 +202,38 @@ def main() -> None:
         metavar="N",
         help="an ALTER TABLE of a random table after every N transactions (default 0: none)",
     )
+    parser.add_argument(
+        "--connections", default="1", help="sink connections to run with, comma-separated"
+    )
     add_downstream_option(parser)
     args = parser.parse_args()
     settings = settings_for(args.downstream)
     counts = [int(part) for part in args.tables.split(",")]
-    runs = [measure(settings, tables, args.rows, args.ddl_every) for tables in counts]
-    baseline = runs[0].rows_s
+    lanes = [int(part) for part in args.connections.split(",")]
+    runs = [
+        measure(settings, tables, args.rows, args.ddl_every, n) for tables in counts for n in lanes
+    ]
+    baseline = {run.connections: run.rows_s for run in runs if run.tables == counts[0]}
     print(f"one worker, one sink, {PARTITIONS} partitions, Open Protocol, local services")
     print(f"downstream {settings.downstream.url} ({server_version(settings)})")
     print(f"{args.rows:,} row changes, {TRANSACTION_ROWS} a transaction over random tables")
     if args.ddl_every:
         print(f"an ALTER TABLE of a random table after every {args.ddl_every} transactions")
     print(
-        f"{'tables':>7} {'DDL s':>8} {'rows/s':>9} {'ratio':>6} {'sink MiB':>9} {'worker MiB':>11}"
+        f"{'tables':>7} {'conns':>5} {'DDL s':>8} {'rows/s':>9} {'ratio':>6} {'raw rows/s':>10} "
+        f"{'/ raw':>6} {'sink MiB':>9} {'worker MiB':>11}"
     )
     for run in runs:
         print(
-            f"{run.tables:7,} {run.ddl_s:8.1f} {run.rows_s:9,.0f} {run.rows_s / baseline:6.2f} "
-            f"{run.sink_mib:9.0f} {run.worker_mib:11.0f}"
+            f"{run.tables:7,} {run.connections:5} {run.ddl_s:8.1f} {run.rows_s:9,.0f} "
+            f"{run.rows_s / baseline[run.connections]:6.2f} {run.raw_s:10,.0f} "
+            f"{run.rows_s / run.raw_s:6.2f} {run.sink_mib:9.0f} {run.worker_mib:11.0f}"
         )
-    print(f"ratio: against {counts[0]:,} table(s) in this run (target >= 0.5 at 10,000)")
+    print(
+        f"ratio: against {counts[0]:,} table(s) on as many connections in this run (target >= "
+        "0.5 at 10,000); / raw: against the best plain SQL on as many connections, each owning "
+        "a share of the tables (benchmarks/raw_tables.py)"
+    )
 
 
 if __name__ == "__main__":
