@@ -91,9 +91,11 @@ def test_values_past_declared_bounds_reach_the_checks() -> None:
 # Structural cases in the normal run (seconds); `make fuzz` runs 100,000 and more. Craft's
 # binary trees break fewer rules per case: 300 of them break 7 of its 13, 600 break 11. Simple
 # Avro's schema leaves fewer shapes to break (most of its mutations stay valid): 300 break 8 of
-# the 9 rules an Avro record can and barely a third of them anything, 600 all 9.
+# the 9 rules an Avro record can, 600 all 9; its cases break something less often (30-36% of
+# them, run to run), so a fifth is its floor, a third the others'.
 STRUCTURAL_CASES = 300
 MORE_CASES = {"craft": 600, "simple-avro": 600}
+INVALID_FLOOR = {"simple-avro": 5}
 
 
 @pytest.mark.usefixtures("native")
@@ -108,7 +110,7 @@ def test_structural_mutations_are_judged_by_the_grammar_alike_on_both_decoders(
     tally = run_structure(subject(protocol), cases)
     assert tally.clean, structure_table([tally]) + "\n" + "\n".join(tally.failures)
     # Mutations that break nothing, or everything, would not exercise the grammar.
-    assert tally.valid > cases // 10 and tally.invalid > cases // 3
+    assert tally.valid > cases // 10 and tally.invalid > cases // INVALID_FLOOR.get(protocol, 3)
     # Most of the protocol's rules broken (Avro has 7, the others more).
     rules = importlib.import_module(grammar(protocol)).RULES
     assert len(tally.rules) >= min(8, len(rules)), tally.rules

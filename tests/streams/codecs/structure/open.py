@@ -88,11 +88,17 @@ def verdict(key: Any, value: Any) -> str | None:
     if type(kind) is not int or kind not in (1, 2):
         return grammar.KEY_TYPE
     if value is None:
+        # The decoder reads a row's key whole before its value: a row key without its names
+        # breaks that rule first.
+        if kind == 1 and not (key.get("scm") and key.get("tbl")):
+            return grammar.KEY_NAMES
         return NOT_JSON
     if kind == 2:
         query = value.get("q") if isinstance(value, dict) else None
         ddl_type = value.get("t", 0) if isinstance(value, dict) else None
-        if type(query) is not str or not query.strip() or type(ddl_type) is not int:
+        # An integer past 64 bits is no JSON integer to the decoder (orjson reads it as a
+        # float), nor an action type TiDB has (a byte).
+        if type(query) is not str or not query.strip() or not _json_integer(ddl_type):
             return grammar.DDL_VALUE
         return None
     if not key.get("scm") or not key.get("tbl"):
@@ -114,6 +120,10 @@ def verdict(key: Any, value: Any) -> str | None:
         if broken is not None:
             return broken
     return None
+
+
+def _json_integer(value: Any) -> bool:
+    return type(value) is int and -(1 << 63) <= value < 1 << 64
 
 
 def _image_verdict(image: Any) -> str | None:
