@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
-import multiprocessing
 import os
 import signal
 import statistics
@@ -37,6 +36,7 @@ from typing import Any
 
 from benchmarks.cpu import SERVER_NAMES, cpu_seconds, redis_cpu, server_pid
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
+from benchmarks.shares import timed_shares
 from benchmarks.topics import delete_topics
 from config.settings import Settings
 from core.model import Resolved
@@ -254,22 +254,8 @@ def raw_rate(settings: Settings, expected_rows: int, connections: int = 1) -> fl
             "DECIMAL(20,2), note VARCHAR(64), created DATETIME(6), flag TINYINT UNSIGNED, "
             "tag VARBINARY(16), extra VARCHAR(8))"
         )
-    shares = [rows[i::connections] for i in range(connections)]
-    # Processes, not threads: one Python thread per connection would share one core's GIL.
-    context = multiprocessing.get_context("fork")
-    start = context.Barrier(connections + 1)
-    workers = [
-        context.Process(target=_upsert_share, args=(settings, share, start)) for share in shares
-    ]
-    for worker in workers:
-        worker.start()
-    start.wait()
-    started = time.perf_counter()
-    for worker in workers:
-        worker.join()
-    if any(worker.exitcode for worker in workers):
-        raise RuntimeError("a raw upsert process failed")
-    return len(rows) / (time.perf_counter() - started)
+    shares = [(settings, rows[i::connections]) for i in range(connections)]
+    return len(rows) / timed_shares(_upsert_share, shares)
 
 
 def _upsert_share(settings: Settings, rows: list[dict[str, Any]], start: Any) -> None:

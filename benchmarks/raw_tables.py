@@ -1,17 +1,16 @@
 """The baseline of bench_tables: the best plain SQL, over N connections, for rows spread over many
-tables. Each connection is a process of its own (one Python thread per connection would share one
-core's GIL) that owns every N-th table and writes its tables' final rows: a transaction per
-:data:`TABLES_A_TRANSACTION` tables (the sink's ``TICDC_SINK_BATCH_TABLES``), one multi-row upsert a
-table. What it leaves out of the sink's work: decoding, staging, ordering and the checkpoint."""
+tables. Each connection is a process of its own (benchmarks/shares.py) that owns every N-th table
+and writes its tables' final rows: a transaction per :data:`TABLES_A_TRANSACTION` tables (the
+sink's ``TICDC_SINK_BATCH_TABLES``), one multi-row upsert a table. What it leaves out of the sink's
+work: decoding, staging, ordering and the checkpoint."""
 
 from __future__ import annotations
 
-import multiprocessing
-import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from benchmarks.shares import timed_shares
 from config.settings import Settings
 from core.model import Value
 from core.sql import quote
@@ -44,22 +43,8 @@ def raw_tables_rate(
     database = f"raw_tables_{uuid.uuid4().hex[:8]}"
     try:
         _make_tables(settings, database, table_ddl, [name for name, _ in tables])
-        shares = [tables[i::connections] for i in range(connections)]
-        context = multiprocessing.get_context("fork")
-        start = context.Barrier(connections + 1)
-        workers = [
-            context.Process(target=_write_share, args=(settings, database, share, start))
-            for share in shares
-        ]
-        for worker in workers:
-            worker.start()
-        start.wait()
-        started = time.perf_counter()
-        for worker in workers:
-            worker.join()
-        if any(worker.exitcode for worker in workers):
-            raise RuntimeError("a raw upsert process failed")
-        return changes / (time.perf_counter() - started)
+        shares = [(settings, database, tables[i::connections]) for i in range(connections)]
+        return changes / timed_shares(_write_share, shares)
     finally:
         with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {quote(database)}")
