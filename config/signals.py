@@ -39,8 +39,7 @@ def stop_on_signals(
     def requested(signum: int, _: FrameType | None) -> None:
         name = signal.Signals(signum).name
         log.info("%s received: stopping", name)
-        if not stop.is_set():
-            end_if_overdue(stop_timeout, name)
+        end_if_overdue(stop_timeout, name)
         stop.set()
 
     for signum in STOP_SIGNALS:
@@ -51,7 +50,8 @@ def stop_on_signals(
 def end_if_overdue(stop_timeout: float, signal_name: str) -> None:
     """End the process (:data:`EXIT_STOP_OVERDUE`) if it is still here ``stop_timeout``
     seconds from now, its threads' stacks written to stderr first: a stop stuck waiting on a
-    service that went away still ends, and says where it was stuck. 0: no bound."""
+    service that went away still ends, and says where it was stuck. 0: no bound. Once started,
+    the clock runs from the first signal: a later one does not restart it."""
     global _overdue
     if stop_timeout <= 0 or _overdue is not None:
         return

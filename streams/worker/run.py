@@ -58,7 +58,7 @@ def _run_worker(settings: Settings) -> int:
 
     from streams.worker.app import build_app
 
-    bounded = _bounded_stop(Worker)
+    bounded = _bounded_stop(Worker, settings.stop_timeout)
 
     wait_for_redis(settings)
     staging = Staging(redis_client(settings), settings.group, settings.redis.min_replicas)
@@ -84,7 +84,6 @@ def _run_worker(settings: Settings) -> int:
         _check_topics(settings, staging)
     # Logging is configured already (config/logs.py): Faust's records take the same form.
     worker = bounded(built.app, quiet=True, override_logging=False)
-    worker.stop_timeout = settings.stop_timeout
     # mode's services log as their class's module does.
     logging.getLogger(Worker.__module__).addFilter(_StartingAgain())
     # Faust's start-up spinner writes terminal escape codes into the log: none.
@@ -104,18 +103,15 @@ def _run_worker(settings: Settings) -> int:
     return 0
 
 
-def _bounded_stop(worker_class: type[Any]) -> type[Any]:
+def _bounded_stop(worker_class: type[Any], stop_timeout: float) -> type[Any]:
     """Faust's worker, whose stop ends the process once it outlives ``stop_timeout``
     (TICDC_SINK_STOP_TIMEOUT): Faust's own stop waits on Kafka's coordinator, for as long as
     a broker that went away stays away."""
 
     class BoundedStop(worker_class):  # type: ignore[misc]
-        stop_timeout = 0.0
-
         def _schedule_shutdown(self, signum: signal.Signals) -> None:
-            # mode's handler of SIGTERM and SIGINT: the first signal starts the clock.
-            if not self._signal_stop_time:
-                end_if_overdue(self.stop_timeout, signum.name)
+            # mode's handler of SIGTERM and SIGINT.
+            end_if_overdue(stop_timeout, signum.name)
             super()._schedule_shutdown(signum)
 
     return BoundedStop

@@ -164,8 +164,12 @@ BACKLOG_TS = 449_300_000_000_000_000
 
 
 def _stage_backlog(settings: Settings, rows: int, per_transaction: int) -> None:
-    """``rows`` inserts into ``<group>.keyed``, ``per_transaction`` to a commit ts, staged as
-    messages of 2,000 rows of one partition, resolved at the last."""
+    """The downstream's empty ``<group>.keyed``, and ``rows`` inserts into it,
+    ``per_transaction`` to a commit ts, staged as messages of 2,000 rows of one partition,
+    resolved at the last."""
+    with connect(settings, autocommit=True) as conn, conn.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE `{settings.group}`")
+        cursor.execute(f"CREATE TABLE `{settings.group}`.keyed (id INT PRIMARY KEY, v CHAR(1))")
     key = int(ColumnFlag.PRIMARY_KEY | ColumnFlag.HANDLE_KEY)
     columns = {"id": column_type(3, key), "v": column_type(15, int(ColumnFlag.NULLABLE))}
     staging = Staging(make_redis_client(settings), settings.group)
@@ -210,9 +214,6 @@ def test_a_sink_stops_within_seconds_of_sigterm_whatever_its_backlog(
     """SIGTERM while 500,000 staged rows apply in 2,000-row batches: the sink leaves within 5 s
     after the batch in progress, with nothing lost; a restart applies the rest, row-exact."""
     rows = 500_000
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE `{pipeline.group}`")
-        cursor.execute(f"CREATE TABLE `{pipeline.group}`.keyed (id INT PRIMARY KEY, v CHAR(1))")
     _stage_backlog(pipeline, rows, per_transaction=16)
     env = pipeline_env(pipeline, "open", TICDC_SINK_BATCH_ROWS="2000")
     log = tmp_path / "sink.log"
@@ -247,9 +248,6 @@ def test_a_sink_whose_stop_is_stuck_ends_itself_at_its_stop_timeout_and_loses_no
     transaction: at TICDC_SINK_STOP_TIMEOUT the sink writes where each thread was and ends
     with exit 3, its batch rolled back; once the lock goes, a new sink applies all, row-exact."""
     rows = 100
-    with connect(pipeline, autocommit=True) as conn, conn.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE `{pipeline.group}`")
-        cursor.execute(f"CREATE TABLE `{pipeline.group}`.keyed (id INT PRIMARY KEY, v CHAR(1))")
     _stage_backlog(pipeline, rows, per_transaction=1)
     env = pipeline_env(pipeline, "open", TICDC_SINK_STOP_TIMEOUT="3")
     log = tmp_path / "sink.log"
