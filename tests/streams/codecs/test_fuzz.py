@@ -8,8 +8,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import random
+import time
 
 import pytest
+from hypothesis import strategies as st
 
 from config.errors import DecodeError, TicdcSinkError
 from core.native import native_module
@@ -27,7 +29,7 @@ from tests.streams.codecs.fuzz import (
 )
 from tests.streams.codecs.fuzz_values import past_limits
 from tests.streams.codecs.structure import PROTOCOLS as STRUCTURED
-from tests.streams.codecs.structure import grammar, subject
+from tests.streams.codecs.structure import grammar, judge, subject
 from tests.streams.codecs.structure.judge import run as run_structure
 from tests.streams.codecs.structure.mutate import table as structure_table
 
@@ -114,3 +116,30 @@ def test_structural_mutations_are_judged_by_the_grammar_alike_on_both_decoders(
     # Most of the protocol's rules broken (Avro has 7, the others more).
     rules = importlib.import_module(grammar(protocol)).RULES
     assert len(tally.rules) >= min(8, len(rules)), tally.rules
+
+
+@pytest.mark.parametrize(("slow_calls", "hangs"), [(1, 0), (99, 1)])
+def test_a_slow_decode_is_a_hang_only_when_it_is_slow_every_time(
+    monkeypatch: pytest.MonkeyPatch, slow_calls: int, hangs: int
+) -> None:
+    """A machine's pause (one slow call) passes; a decoder slow on an input fails the fuzz."""
+    monkeypatch.setattr(judge, "HANG_MS", 20)
+    calls = []
+
+    def decode(key: bytes | None, value: bytes) -> list[object]:
+        calls.append(value)
+        if len(calls) <= slow_calls:
+            time.sleep(0.03)
+        return []
+
+    slow = judge.Subject(
+        name="slow",
+        messages=lambda: st.just(b"m"),
+        oracle=lambda message: None,
+        encode=lambda message: (None, message),
+        python=lambda: decode,
+        native=lambda: None,
+    )
+    judged = judge.Judge(slow)
+    judged.check(b"m")
+    assert (judged.tally.hangs, len(calls)) == (hangs, 1 + judge.RETIMES)
