@@ -19,6 +19,7 @@ import os
 import time
 from typing import Any
 
+from benchmarks import script
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from core.model import Op, RowChange
 from spark_sink.db.connection import connect
@@ -125,4 +126,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks import script
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.topics import delete_topics
 from config.settings import Settings
@@ -341,4 +342,4 @@ def print_table(runs: list[Run]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -21,6 +21,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from benchmarks import script
 from config.settings import Downstream, Settings, load_settings
 from spark_sink.db.checkpoint import CheckpointTable
 from spark_sink.db.connection import connect
@@ -147,4 +148,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

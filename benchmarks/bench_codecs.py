@@ -25,6 +25,7 @@ from pathlib import Path
 
 import orjson
 
+from benchmarks import script
 from core.model import RowChange
 from core.native import native_module
 from streams.codecs import Codec, codec_for
@@ -321,4 +322,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -34,6 +34,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from benchmarks import script
 from benchmarks.cpu import SERVER_NAMES, cpu_seconds, redis_cpu, server_pid
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.shares import timed_shares
@@ -323,4 +324,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from benchmarks import script
 from benchmarks.bench_scale import PARTITIONS, workload
 from benchmarks.cpu import redis_cpu
 from config.settings import load_settings
@@ -175,4 +176,4 @@ def _print(results: dict[str, list[Phases]], rows: int, members: dict[str, int],
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

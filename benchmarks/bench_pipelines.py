@@ -28,6 +28,7 @@ from typing import Any
 
 import redis
 
+from benchmarks import script
 from benchmarks.bench_e2e import stop
 from benchmarks.cpu import redis_cpu
 from benchmarks.topics import delete_topics
@@ -197,4 +198,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -17,6 +17,7 @@ import time
 import uuid
 from dataclasses import replace
 
+from benchmarks import script
 from benchmarks.bench_e2e import spawn, stop
 from benchmarks.topics import delete_topics
 from config.settings import Settings, load_settings
@@ -86,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -44,6 +44,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks import script
 from benchmarks.bench_e2e import spawn, stop
 from benchmarks.cpu import cpu_seconds, redis_cpu
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
@@ -431,4 +432,4 @@ def _print_profile(settings: Settings, clock: StageTimes, rows: int, staged: Sta
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

@@ -27,7 +27,8 @@ from collections.abc import Awaitable, Callable
 
 import orjson
 
-from benchmarks.bench_scale import cpu_seconds
+from benchmarks import script
+from benchmarks.cpu import cpu_seconds
 from benchmarks.topics import delete_topics
 from config.settings import load_settings
 from core.model import Resolved, RowChange
@@ -174,4 +175,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)

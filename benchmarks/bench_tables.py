@@ -28,6 +28,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from benchmarks import script
 from benchmarks.bench_e2e import rss_mb, spawn, stop
 from benchmarks.downstream import add_downstream_option, server_version, settings_for
 from benchmarks.raw_tables import final_rows, raw_tables_rate
@@ -237,4 +238,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    script.run(main)
