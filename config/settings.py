@@ -628,7 +628,8 @@ class SinkSettings(SettingsGroup):
     # A downstream transaction costs MariaDB/InnoDB more per table the more tables it holds
     # (each one's locks and open handle stay to the commit): thousands of small tables in one
     # batch apply several times slower than in batches of hundreds, while a batch's fixed cost
-    # (a commit, the checkpoint) stays small per table at this size.
+    # (a commit, the checkpoint) stays small per table at this size. The same on N connections:
+    # smaller batches gained little there and cost memory (docs/scaling.md, "Connections").
     batch_tables: int = Field(
         default=500,
         gt=0,
