@@ -22,6 +22,7 @@ import time
 from base64 import b64decode
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -164,7 +165,7 @@ def avro_rows(rows: list[RowChange], repeat: int) -> list[tuple[str, float, str,
 
     registry = MemoryRegistry()
     messages = AvroCodec(registry).encode(rows)
-    parsed: dict[int, object] = {}
+    parsed: dict[int, Any] = {}
     records = []
     for m in messages:
         frame = m.value or m.key or b""

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import orjson
 
@@ -69,7 +69,7 @@ def _deliver_only(messages: int) -> None:
 
     async def count(
         self: line.StagingLine,
-        records: list[stager.Record],
+        records: Sequence[stager.Record],
         acknowledge: Callable[[], Awaitable[None]],
     ) -> None:
         first[:] = first or [time.perf_counter()]
