@@ -50,7 +50,7 @@ PACKED = frozenset({"open", "craft"})
 # A message taking longer than this to decode counts as a hang: TiCDC's largest messages decode
 # in milliseconds.
 HANG_S = 1.0
-# A decode over the guard is timed this many times more; its fastest counts.
+# A decode over the guard is timed this many times more; its fastest counts (:func:`fastest`).
 RETIMES = 3
 # JSON nested past what any TiCDC message holds, below orjson's limit of 1,024.
 DEEP = 1_000
@@ -283,7 +283,7 @@ def check(sides: Sides, message: Message, tally: Tally) -> None:
         tally.fail("exception (python)", message, f"{type(error).__name__}: {error}")
         return
     finally:
-        _timed(tally, started, message, sides.python)
+        _timed(tally, started, message, lambda: _answer(sides.python, message))
     if isinstance(reference, list):
         tally.accepted += 1
     else:
@@ -297,7 +297,12 @@ def check(sides: Sides, message: Message, tally: Tally) -> None:
         tally.other_exceptions += 1
         tally.fail("exception (native)", message, f"{type(error).__name__}: {error}")
     finally:
-        _timed(tally, started, message, sides.native)
+        _timed(
+            tally,
+            started,
+            message,
+            lambda: _compare_native(sides, message, reference, Tally(sides.protocol)),
+        )
 
 
 def _compare_native(sides: Sides, message: Message, reference: Answer, tally: Tally) -> None:
@@ -331,14 +336,20 @@ def _compare_native(sides: Sides, message: Message, reference: Answer, tally: Ta
             tally.fail("packed", message, "packed rows differ from python's rows packed")
 
 
-def _timed(tally: Tally, started: float, message: Message, codec: Codec) -> None:
-    took = time.perf_counter() - started
-    # A pause of the machine passes; a decoder slow on this input is slow every time.
-    for _ in range(RETIMES if took > HANG_S else 0):
-        again = time.perf_counter()
+def fastest(took: float, again: Callable[[], object], guard: float = HANG_S) -> float:
+    """``took`` (seconds), or when it is over ``guard`` the fastest of it and :data:`RETIMES` more
+    runs of ``again``, the same work (its errors ignored): a pause of the machine passes, a
+    decoder slow on this input is slow every time."""
+    for _ in range(RETIMES if took > guard else 0):
+        started = time.perf_counter()
         with contextlib.suppress(Exception):
-            codec.decode(*message)
-        took = min(took, time.perf_counter() - again)
+            again()
+        took = min(took, time.perf_counter() - started)
+    return took
+
+
+def _timed(tally: Tally, started: float, message: Message, again: Callable[[], object]) -> None:
+    took = fastest(time.perf_counter() - started, again)
     tally.slowest_ms = max(tally.slowest_ms, took * 1000)
     if took > HANG_S:
         tally.hangs += 1

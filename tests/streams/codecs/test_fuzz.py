@@ -20,6 +20,7 @@ from tests.conftest import missing, shared_folder
 from tests.streams.codecs.fuzz import (
     PROTOCOLS,
     PYTHON_ONLY,
+    RETIMES,
     Sides,
     Tally,
     check,
@@ -142,4 +143,4 @@ def test_a_slow_decode_is_a_hang_only_when_it_is_slow_every_time(
     )
     judged = judge.Judge(slow)
     judged.check(b"m")
-    assert (judged.tally.hangs, len(calls)) == (hangs, 1 + judge.RETIMES)
+    assert (judged.tally.hangs, len(calls)) == (hangs, 1 + RETIMES)

@@ -17,17 +17,16 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from config.errors import GrammarError, TicdcSinkError
+from tests.streams.codecs.fuzz import RETIMES, fastest
 from tests.streams.codecs.structure.mutate import Tally
 
 # The oracle's word for a message it leaves to other tests (a claim check, encoded text).
 UNJUDGED = "unjudged"
 # A message whose bytes are not the protocol's framing or JSON at all: refused, by any error.
 NOT_JSON = "not JSON"
-# A decode slower than this is counted a hang (ms).
+# A decode slower than this, timed again as the differential fuzz does (its ``fastest``), is
+# counted a hang (ms).
 HANG_MS = 1000
-# A slow decode is timed this many times more and its fastest counts: a pause of the machine
-# (a GC, a busy neighbour on 2 cores) passes, a decoder slow on that input is slow every time.
-RETIMES = 3
 
 Decode = Callable[[bytes | None, bytes], Any]
 
@@ -70,15 +69,12 @@ class Judge:
             tally.unjudged += 1
             return
         wire = self.subject.encode(message)
-        decoded = self._decode(wire)
-        took = decoded[2]
-        for _ in range(RETIMES if took > HANG_MS else 0):
-            took = min(took, self._decode(wire)[2])
+        python, native, seconds = self._decode(wire)
+        took = fastest(seconds, lambda: self._decode(wire), HANG_MS / 1000) * 1000
         tally.slowest_ms = max(tally.slowest_ms, took)
         if took > HANG_MS:
             tally.hangs += 1
             tally.fail(f"decode took {took:.0f} ms or more in each of {RETIMES + 1} tries", wire)
-        python, native, _ = decoded
         if isinstance(python, Exception) and not isinstance(python, TicdcSinkError):
             tally.other_exceptions += 1
             tally.fail(f"python {type(python).__name__}: {python}", wire)
@@ -91,8 +87,8 @@ class Judge:
             self._invalid(broken, python, native, wire)
 
     def _decode(self, wire: tuple[bytes | None, bytes]) -> tuple[Any, Any, float]:
-        """Python's decode (or its error), the native decoders' (or the first error), and the ms
-        both took."""
+        """Python's decode (or its error), the native decoders' (or the first error), and the
+        seconds both took."""
         started = time.perf_counter()
         python: Any
         native: Any
@@ -104,7 +100,7 @@ class Judge:
             native = [decode(*wire) for decode in self.native]
         except Exception as error:
             native = error
-        return python, native, (time.perf_counter() - started) * 1000
+        return python, native, time.perf_counter() - started
 
     def _valid(self, python: Any, native: list[Any], wire: tuple[bytes | None, bytes]) -> None:
         tally = self.tally
